@@ -1,0 +1,33 @@
+# snn_add_component(NAME SOURCES ... [CUDA_SOURCES ...] [DEPENDS ...])
+#
+# One library per component folder: target snn_NAME, alias snn::NAME, public
+# headers in NAME/include/snn/NAME, exported for find_package(snn). CUDA
+# sources are compiled only when SNN_CUDA_ENABLED, with --fmad=false so that
+# device arithmetic rounds like the host's (the CPU tests check it).
+function(snn_add_component name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;CUDA_SOURCES;DEPENDS;PRIVATE_DEPENDS" ${ARGN})
+  set(target snn_${name})
+  add_library(${target} ${ARG_SOURCES})
+  add_library(snn::${name} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${name} OUTPUT_NAME snn_${name})
+  target_include_directories(${target} PUBLIC
+    $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
+    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  target_link_libraries(${target} PUBLIC snn::core ${ARG_DEPENDS} PRIVATE ${ARG_PRIVATE_DEPENDS})
+  target_compile_options(${target} PRIVATE -Wall -Wextra -fopenmp-simd)
+  if(SNN_CUDA_ENABLED AND ARG_CUDA_SOURCES)
+    # The kernels are an object library of their own that sees only CUDA and
+    # our torch-free headers: LibTorch's targets carry nvcc flags (its own
+    # architecture list) that must not reach them, and nvcc stays fast.
+    add_library(${target}_cuda OBJECT ${ARG_CUDA_SOURCES})
+    target_include_directories(${target}_cuda PRIVATE
+      ${CMAKE_CURRENT_SOURCE_DIR}/include $<TARGET_PROPERTY:snn_core,INTERFACE_INCLUDE_DIRECTORIES>)
+    target_compile_options(${target}_cuda PRIVATE --fmad=false)
+    target_sources(${target} PRIVATE $<TARGET_OBJECTS:${target}_cuda>)
+    target_link_libraries(${target} PRIVATE CUDA::cudart)
+  endif()
+  install(TARGETS ${target} EXPORT snnTargets
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(DIRECTORY include/snn DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endfunction()

@@ -1,0 +1,46 @@
+# Finds LibTorch and the Debian-packaged libraries.
+#
+# LibTorch comes either from -DCMAKE_PREFIX_PATH (an official LibTorch
+# archive) or, when that does not provide it, from the PyPI torch wheel in the
+# project's virtual environment (.venv, made by scripts/setup.sh), whose
+# CMake config lives at torch.utils.cmake_prefix_path.
+
+set(SNN_PYTHON "${PROJECT_SOURCE_DIR}/.venv/bin/python" CACHE FILEPATH
+    "Python interpreter whose torch package provides LibTorch when CMAKE_PREFIX_PATH does not")
+
+# LibTorch's CUDA config otherwise probes for a GPU and, finding none, picks
+# a list that includes architectures nvcc 13 no longer supports.
+if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+  set(TORCH_CUDA_ARCH_LIST "8.0;9.0")
+endif()
+
+find_package(Torch QUIET CONFIG)
+if(NOT Torch_FOUND)
+  if(NOT EXISTS "${SNN_PYTHON}")
+    message(FATAL_ERROR "LibTorch not found: pass -DCMAKE_PREFIX_PATH=/path/to/libtorch, "
+                        "or run scripts/setup.sh to make the virtual environment ${SNN_PYTHON}")
+  endif()
+  execute_process(
+    COMMAND "${SNN_PYTHON}" -c "import torch.utils; print(torch.utils.cmake_prefix_path)"
+    OUTPUT_VARIABLE _snn_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE _snn_rc ERROR_VARIABLE _snn_err)
+  if(NOT _snn_rc EQUAL 0)
+    message(FATAL_ERROR "LibTorch not found: '${SNN_PYTHON}' cannot import torch: ${_snn_err}")
+  endif()
+  list(APPEND CMAKE_PREFIX_PATH "${_snn_torch_prefix}")
+  # Torch's config looks for the CUDA toolkit; where there is none it warns and
+  # carries on with a CPU-only LibTorch view, which is what we want then.
+  find_package(Torch REQUIRED CONFIG)
+endif()
+get_filename_component(TORCH_INSTALL_PREFIX "${TORCH_INSTALL_PREFIX}" ABSOLUTE)
+
+# TORCH_LIBRARIES carries -D_GLIBCXX_USE_CXX11_ABI via TORCH_CXX_FLAGS; apply it
+# to every target so that std::string crosses the LibTorch boundary safely.
+separate_arguments(_snn_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
+add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${_snn_torch_flags}>")
+
+find_package(Threads REQUIRED)
+find_package(OpenMP COMPONENTS CXX)
+find_package(fmt REQUIRED)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(nlohmann_json CONFIG REQUIRED)

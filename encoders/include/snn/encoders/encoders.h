@@ -1,0 +1,143 @@
+#pragma once
+/// Encoders turn static intensities x in [0, 1] into spike trains.
+///
+/// - PoissonEncoder: Bernoulli spike per element per step, spike = u < p.
+///   u comes from a counter-based Philox4x32-10 keyed by (seed, global sample
+///   index, step, element): a sample's spike train is bit-identical whatever
+///   the batch size or composition, thread count, device or pipeline layout.
+/// - LatencyEncoder: one spike per element at t_f (SpikingJelly's linear and
+///   log forms).
+/// - RegularEncoder: deterministic, evenly spaced spikes at rate x.
+///
+/// Inputs outside [0, 1] or NaN are an error naming how many values are bad
+/// and the first offending index, unless the clamp option is set.
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/pimpl.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace snn {
+
+/// How the Poisson encoder reads its input.
+enum class RateUnit {
+  kProbability,  ///< x is the spike probability per step, in [0, 1]
+  kHertz,        ///< x is a rate in Hz; p = x * dt_ms / 1000 must be <= 1
+};
+
+/// Options of the Poisson (Bernoulli) rate encoder.
+struct PoissonEncoderOptions {
+  /// Seed of the counter-based generator. Default 0.
+  TORCH_ARG(uint64_t, seed) = 0;
+  /// Unit of the input. Default probability per step.
+  TORCH_ARG(RateUnit, unit) = RateUnit::kProbability;
+  /// Step length in milliseconds, used with RateUnit::kHertz. Default 1 ms.
+  TORCH_ARG(double, dt_ms) = 1.0;
+  /// Clamp out-of-range inputs into range instead of rejecting them (NaN is
+  /// always rejected). Default false.
+  TORCH_ARG(bool, clamp) = false;
+  /// dtype of the spikes: the input's (default) or torch::kBool.
+  TORCH_ARG(std::optional<torch::ScalarType>, spike_dtype) = std::nullopt;
+};
+
+/// Options of SpikingJelly's latency encoder.
+struct LatencyEncoderOptions {
+  /// Number of steps T; t_f lies in [0, T - 1]. Default 8.
+  TORCH_ARG(int64_t, steps) = 8;
+  /// "linear": t_f = round((T - 1)(1 - x)); "log": t_f = round(T - 1 - ln(alpha x + 1)),
+  /// alpha = e^(T-1) - 1. round is half to even, as torch.round. Default "linear".
+  TORCH_ARG(std::string, form) = "linear";
+  /// Clamp out-of-range inputs into [0, 1]. Default false.
+  TORCH_ARG(bool, clamp) = false;
+};
+
+/// Options of the deterministic regular-rate encoder.
+struct RegularEncoderOptions {
+  /// Clamp out-of-range inputs into [0, 1]. Default false.
+  TORCH_ARG(bool, clamp) = false;
+};
+
+namespace functional {
+
+/// Checks that x holds values in [lo, hi] and no NaN; throws snn::Error
+/// naming `what`, how many values are bad and the first offending index and
+/// value. With clamp, out-of-range values are clamped (NaN still throws).
+torch::Tensor check_unit_interval(const torch::Tensor& x, const std::string& what, bool clamp, double lo = 0.0,
+                                  double hi = 1.0);
+
+/// Poisson spikes for steps first_step .. first_step + steps - 1.
+/// x: [B, ...] float32/float64 on CPU or CUDA; sample_index: [B] int64, the
+/// global index of each sample (on any device). Returns [steps, B, ...].
+torch::Tensor poisson_encode(const torch::Tensor& x, const torch::Tensor& sample_index, int64_t first_step,
+                             int64_t steps, const PoissonEncoderOptions& options = {});
+
+/// Latency-coded spikes [T, B, ...] for x [B, ...].
+torch::Tensor latency_encode(const torch::Tensor& x, const LatencyEncoderOptions& options = {});
+
+/// Regular-rate spikes [steps, B, ...]: a spike at step t iff
+/// floor((t + 1) x) > floor(t x), so T steps hold floor(T x) spikes.
+torch::Tensor regular_encode(const torch::Tensor& x, int64_t first_step, int64_t steps,
+                             const RegularEncoderOptions& options = {});
+
+}  // namespace functional
+
+/// Poisson encoder module. forward(x) encodes one step and advances an
+/// internal step counter (reset_state() rewinds it); samples are numbered
+/// sample_offset + 0 .. B-1 unless encode() is given explicit indices.
+class PoissonEncoderImpl : public torch::nn::Cloneable<PoissonEncoderImpl> {
+ public:
+  explicit PoissonEncoderImpl(PoissonEncoderOptions options = {}) : options(std::move(options)) {}
+  void reset() override {}
+  /// One step: x [B, ...] -> spikes [B, ...].
+  torch::Tensor forward(const torch::Tensor& x);
+  /// Spikes [steps, B, ...] for explicit global sample indices [B].
+  torch::Tensor encode(const torch::Tensor& x, const torch::Tensor& sample_index, int64_t first_step,
+                       int64_t steps) const;
+  /// Rewinds the step counter to 0.
+  void reset_state() { step_ = 0; }
+  /// Global index of the first sample of the next batches given to forward(). Default 0.
+  void set_sample_offset(int64_t offset) { sample_offset_ = offset; }
+  int64_t step_count() const { return step_; }
+  void pretty_print(std::ostream& stream) const override;
+  PoissonEncoderOptions options;
+
+ private:
+  int64_t step_ = 0;
+  int64_t sample_offset_ = 0;
+};
+TORCH_MODULE(PoissonEncoder);
+
+/// Latency encoder module (SpikingJelly's LatencyEncoder): forward(x) gives
+/// step t of the code and advances t; encode(x) gives all T steps.
+class LatencyEncoderImpl : public torch::nn::Cloneable<LatencyEncoderImpl> {
+ public:
+  explicit LatencyEncoderImpl(LatencyEncoderOptions options = {});
+  void reset() override {}
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor encode(const torch::Tensor& x) const { return functional::latency_encode(x, options); }
+  void reset_state() { step_ = 0; }
+  LatencyEncoderOptions options;
+
+ private:
+  int64_t step_ = 0;
+};
+TORCH_MODULE(LatencyEncoder);
+
+/// Regular-rate encoder module: forward(x) gives the next step.
+class RegularEncoderImpl : public torch::nn::Cloneable<RegularEncoderImpl> {
+ public:
+  explicit RegularEncoderImpl(RegularEncoderOptions options = {}) : options(std::move(options)) {}
+  void reset() override {}
+  torch::Tensor forward(const torch::Tensor& x);
+  void reset_state() { step_ = 0; }
+  RegularEncoderOptions options;
+
+ private:
+  int64_t step_ = 0;
+};
+TORCH_MODULE(RegularEncoder);
+
+}  // namespace snn

@@ -1,0 +1,149 @@
+#pragma once
+/// LIF, IF and parametric LIF layers as LibTorch modules with SpikingJelly's
+/// semantics (activation_based/neuron.py, tag 0.0.0.0.14):
+///
+///   charge  LIF decay_input:  h = v + (x - (v - v_reset)) / tau
+///           LIF !decay_input: h = v - (v - v_reset) / tau + x
+///           IF:               h = v + x          (soft reset: v_reset = 0 here)
+///   fire    s = (h - v_threshold >= 0)           (reaching the threshold fires)
+///   reset   hard: v = (1 - s) h + s v_reset;  soft: v = h - s v_threshold
+///
+/// Beyond SpikingJelly: an absolute refractory period (off by default).
+/// The state v lives in the module between calls; reset_state() clears it.
+/// A multi-step call over [T, B, ...] is one fused pass; a single step is its
+/// T = 1 case.
+
+#include <torch/nn/cloneable.h>
+#include <torch/nn/module.h>
+#include <torch/nn/pimpl.h>
+
+#include <optional>
+
+#include "snn/neurons/functional.h"
+
+namespace snn {
+
+/// What forward(x) means: one step on [B, ...] or T steps on [T, B, ...].
+enum class StepMode {
+  kSingle,  ///< forward(x): x is one step [B, ...]
+  kMulti,   ///< forward(x): x is a sequence [T, B, ...]
+};
+
+/// Options of a LIF layer.
+struct LIFOptions {
+  /// Membrane time constant in steps, >= 1. Default 2.
+  TORCH_ARG(double, tau) = 2.0;
+  /// Whether the input is divided by tau too. Default true.
+  TORCH_ARG(bool, decay_input) = true;
+  /// Firing threshold (input units). Default 1.
+  TORCH_ARG(double, v_threshold) = 1.0;
+  /// Hard reset value, or std::nullopt for a soft reset (v -= v_threshold). Default 0.
+  TORCH_ARG(std::optional<double>, v_reset) = 0.0;
+  /// Cut the reset out of the backward graph. Default false.
+  TORCH_ARG(bool, detach_reset) = false;
+  /// Surrogate gradient of the spike. Default sigmoid, alpha 4.
+  TORCH_ARG(Surrogate, surrogate) = Surrogate::sigmoid();
+  /// Absolute refractory period in steps after a spike. Default 0 (off).
+  TORCH_ARG(int64_t, refractory) = 0;
+  /// Meaning of forward(x). Default single step.
+  TORCH_ARG(StepMode, step_mode) = StepMode::kSingle;
+};
+
+/// Options of an IF layer (no leak).
+struct IFOptions {
+  TORCH_ARG(double, v_threshold) = 1.0;                     ///< default 1
+  TORCH_ARG(std::optional<double>, v_reset) = 0.0;          ///< default 0; nullopt = soft
+  TORCH_ARG(bool, detach_reset) = false;                    ///< default false
+  TORCH_ARG(Surrogate, surrogate) = Surrogate::sigmoid();   ///< default sigmoid(4)
+  TORCH_ARG(int64_t, refractory) = 0;                       ///< steps; default 0
+  TORCH_ARG(StepMode, step_mode) = StepMode::kSingle;       ///< default single step
+};
+
+/// Options of a parametric LIF layer: 1/tau = sigmoid(w) is learned, with
+/// w initialised to -log(init_tau - 1) (SpikingJelly's ParametricLIFNode).
+struct ParametricLIFOptions {
+  TORCH_ARG(double, init_tau) = 2.0;                        ///< steps, > 1; default 2
+  TORCH_ARG(bool, decay_input) = true;                      ///< default true
+  TORCH_ARG(double, v_threshold) = 1.0;                     ///< default 1
+  TORCH_ARG(std::optional<double>, v_reset) = 0.0;          ///< default 0; nullopt = soft
+  TORCH_ARG(bool, detach_reset) = false;                    ///< default false
+  TORCH_ARG(Surrogate, surrogate) = Surrogate::sigmoid();   ///< default sigmoid(4)
+  TORCH_ARG(int64_t, refractory) = 0;                       ///< steps; default 0
+  TORCH_ARG(StepMode, step_mode) = StepMode::kSingle;       ///< default single step
+};
+
+/// Behaviour shared by the neuron modules: state handling and the single-
+/// and multi-step passes over the fused kernels.
+class NeuronLayer {
+ public:
+  virtual ~NeuronLayer() = default;
+
+  /// One step: x [B, ...] -> spikes [B, ...] in x's dtype.
+  torch::Tensor step(const torch::Tensor& x);
+  /// T steps: x_seq [T, B, ...] -> spikes [T, B, ...]; trace, when given,
+  /// receives the per-step h and v; spike_dtype kBool for inference.
+  torch::Tensor multi_step(const torch::Tensor& x_seq, NeuronTrace* trace = nullptr,
+                           std::optional<torch::ScalarType> spike_dtype = std::nullopt);
+  /// Forgets v and the refractory counts; the next call may use any shape.
+  void reset_state() { state_ = NeuronState{}; }
+  /// The state after the last step (undefined tensors after a reset).
+  const NeuronState& state() const { return state_; }
+  /// The layer's dynamics as the functional API takes them.
+  virtual NeuronParams params() const = 0;
+
+ protected:
+  /// PLIF's k = sigmoid(w); undefined for the others.
+  virtual torch::Tensor rate() const { return {}; }
+  torch::Tensor forward_by_mode(const torch::Tensor& x, StepMode mode) {
+    return mode == StepMode::kSingle ? step(x) : multi_step(x);
+  }
+
+ private:
+  NeuronState state_;
+};
+
+/// Leaky integrate-and-fire layer.
+class LIFImpl : public torch::nn::Cloneable<LIFImpl>, public NeuronLayer {
+ public:
+  explicit LIFImpl(LIFOptions options = {});
+  void reset() override {}
+  /// step(x) or multi_step(x) as options.step_mode() says.
+  torch::Tensor forward(const torch::Tensor& x) { return forward_by_mode(x, options.step_mode()); }
+  NeuronParams params() const override;
+  void pretty_print(std::ostream& stream) const override;
+  LIFOptions options;
+};
+TORCH_MODULE(LIF);
+
+/// Integrate-and-fire layer.
+class IFImpl : public torch::nn::Cloneable<IFImpl>, public NeuronLayer {
+ public:
+  explicit IFImpl(IFOptions options = {});
+  void reset() override {}
+  torch::Tensor forward(const torch::Tensor& x) { return forward_by_mode(x, options.step_mode()); }
+  NeuronParams params() const override;
+  void pretty_print(std::ostream& stream) const override;
+  IFOptions options;
+};
+TORCH_MODULE(IF);
+
+/// Parametric LIF layer with a learnable scalar w (1/tau = sigmoid(w)).
+class ParametricLIFImpl : public torch::nn::Cloneable<ParametricLIFImpl>, public NeuronLayer {
+ public:
+  explicit ParametricLIFImpl(ParametricLIFOptions options = {});
+  /// (Re)creates w = -log(init_tau - 1) as a float32 scalar parameter.
+  void reset() override;
+  torch::Tensor forward(const torch::Tensor& x) { return forward_by_mode(x, options.step_mode()); }
+  NeuronParams params() const override;
+  /// Current tau = 1 / sigmoid(w), in steps.
+  double tau() const;
+  void pretty_print(std::ostream& stream) const override;
+  ParametricLIFOptions options;
+  torch::Tensor w;
+
+ protected:
+  torch::Tensor rate() const override { return w.sigmoid(); }
+};
+TORCH_MODULE(ParametricLIF);
+
+}  // namespace snn

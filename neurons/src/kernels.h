@@ -1,0 +1,91 @@
+#pragma once
+// Launchers of the fused neuron passes: plain pointers in, no LibTorch, so
+// that nvcc compiles neuron_cuda.cu without LibTorch's headers. functional.cpp
+// is the one place that turns tensors into these arguments and picks the
+// backend (DESIGN.md: exactly one place decides CPU vs CUDA).
+
+#include <cstdint>
+
+#include "snn/core/build_info.h"
+#include "snn/neurons/detail/neuron_step.h"
+
+namespace snn::neurons::detail {
+
+/// Which charge equation, and whether its rate divides by tau (LIF) or
+/// multiplies by k (PLIF).
+struct Form {
+  ChargeForm charge = ChargeForm::kDecayZero;
+  bool divide = true;
+};
+
+/// A fused multi-step forward pass over `steps` x `n` neuron-steps, time-major.
+template <typename T, typename S>
+struct ForwardArgs {
+  const T* x = nullptr;     ///< [steps, n] input
+  S* spikes = nullptr;      ///< [steps, n] output spikes (0/1 in T, or bool)
+  T* v = nullptr;           ///< [n] potential: initial value in, final value out
+  int32_t* ref = nullptr;   ///< [n] refractory steps left: in and out
+  // Traces for the backward pass and for recording; all null or all set.
+  T* h_trace = nullptr;            ///< [steps, n] h, before fire/reset
+  T* v_trace = nullptr;            ///< [steps, n] v, after reset
+  uint8_t* active_trace = nullptr; ///< [steps, n] 1 = not refractory
+  int64_t steps = 0;
+  int64_t n = 0;
+  Coeffs<T> c;
+};
+
+/// Backpropagation through the `steps` of one fused forward pass.
+template <typename T>
+struct BackwardArgs {
+  const T* h_trace = nullptr;            ///< [steps, n]
+  const uint8_t* active_trace = nullptr; ///< [steps, n]
+  const T* grad_spikes = nullptr;        ///< [steps, n], null = zero
+  const T* grad_v_final = nullptr;       ///< [n], null = zero
+  T* grad_x = nullptr;                   ///< [steps, n] out
+  T* grad_v0 = nullptr;                  ///< [n] out
+  // Only for a learnable rate k (PLIF); grad_k_partial null otherwise.
+  const T* x = nullptr;        ///< [steps, n] forward input
+  const T* v_trace = nullptr;  ///< [steps, n] v after each step
+  const T* v0 = nullptr;       ///< [n] v before the first step
+  T* grad_k_partial = nullptr; ///< [n] out: per-neuron sum of dL/dk
+  int64_t steps = 0;
+  int64_t n = 0;
+  Coeffs<T> c;
+  BackwardCoeffs<T> b;
+};
+
+template <typename T, typename S>
+void forward_cpu(Form form, const ForwardArgs<T, S>& args);
+template <typename T>
+void backward_cpu(Form form, const BackwardArgs<T>& args);
+
+#if SNN_WITH_CUDA
+/// `stream` is the cudaStream_t to launch on (LibTorch's current stream).
+template <typename T, typename S>
+void forward_cuda(Form form, const ForwardArgs<T, S>& args, void* stream);
+template <typename T>
+void backward_cuda(Form form, const BackwardArgs<T>& args, void* stream);
+#endif
+
+/// Calls fn.template operator()<F, kDivide>() for the form chosen at run time:
+/// the one switch that turns the runtime form into a compile-time one.
+template <typename Fn>
+void dispatch_form(Form form, Fn&& fn) {
+  switch (form.charge) {
+    case ChargeForm::kIF:
+      return fn.template operator()<ChargeForm::kIF, true>();
+    case ChargeForm::kLeakZero:
+      return fn.template operator()<ChargeForm::kLeakZero, true>();
+    case ChargeForm::kDecayZero:
+      return form.divide ? fn.template operator()<ChargeForm::kDecayZero, true>()
+                         : fn.template operator()<ChargeForm::kDecayZero, false>();
+    case ChargeForm::kDecay:
+      return form.divide ? fn.template operator()<ChargeForm::kDecay, true>()
+                         : fn.template operator()<ChargeForm::kDecay, false>();
+    case ChargeForm::kLeak:
+      return form.divide ? fn.template operator()<ChargeForm::kLeak, true>()
+                         : fn.template operator()<ChargeForm::kLeak, false>();
+  }
+}
+
+}  // namespace snn::neurons::detail

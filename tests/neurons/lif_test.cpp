@@ -1,0 +1,298 @@
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "snn/core/error.h"
+#include "snn/neurons/lif.h"
+#include "support/test_util.h"
+
+namespace snn {
+namespace {
+
+// A spread of the option space: models, decay_input, thresholds, hard resets
+// at several values, soft reset, detach_reset, refractory periods, surrogates.
+std::vector<NeuronParams> option_space() {
+  std::vector<NeuronParams> out;
+  for (NeuronModel model : {NeuronModel::kLIF, NeuronModel::kIF, NeuronModel::kParametricLIF}) {
+    for (bool decay : {true, false}) {
+      for (std::optional<double> vr : {std::optional<double>(0.0), std::optional<double>(-0.3),
+                                       std::optional<double>(0.25), std::optional<double>()}) {
+        for (bool detach : {false, true}) {
+          NeuronParams p;
+          p.model = model;
+          p.tau = model == NeuronModel::kLIF ? 3.7 : 2.5;
+          p.decay_input = decay;
+          p.v_threshold = decay ? 0.8 : 1.1;
+          p.v_reset = vr;
+          p.detach_reset = detach;
+          p.surrogate = detach ? Surrogate::atan(2.5) : Surrogate::sigmoid(4.0);
+          p.refractory = (decay && !detach) ? 2 : 0;
+          out.push_back(p);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::string describe(const NeuronParams& p) {
+  std::ostringstream os;
+  os << to_string(p.model) << " tau=" << p.tau << " decay=" << p.decay_input << " vth=" << p.v_threshold
+     << " vr=" << (p.v_reset ? std::to_string(*p.v_reset) : "soft") << " detach=" << p.detach_reset
+     << " refr=" << p.refractory << " sg=" << p.surrogate.str();
+  return os.str();
+}
+
+TEST(LIF, DefaultsAreSpikingJellys) {
+  LIF lif;
+  const NeuronParams p = lif->params();
+  EXPECT_EQ(p.tau, 2.0);
+  EXPECT_TRUE(p.decay_input);
+  EXPECT_EQ(p.v_threshold, 1.0);
+  ASSERT_TRUE(p.v_reset.has_value());
+  EXPECT_EQ(*p.v_reset, 0.0);
+  EXPECT_FALSE(p.detach_reset);
+  EXPECT_EQ(p.surrogate.kind, SurrogateKind::kSigmoid);
+  EXPECT_EQ(p.surrogate.alpha, 4.0);
+  EXPECT_EQ(p.refractory, 0);
+}
+
+TEST(LIF, FiresWhenPotentialReachesThresholdExactly) {
+  IF layer(IFOptions().v_threshold(0.75));
+  const torch::Tensor s = layer->step(torch::tensor({0.75f, 0.7499999f}));
+  EXPECT_TRUE(torch::equal(s, torch::tensor({1.0f, 0.0f})));
+}
+
+TEST(LIF, InitialPotentialIsResetValueForHardAndZeroForSoftReset) {
+  LIF hard(LIFOptions().v_reset(-0.5));
+  hard->step(torch::zeros({3}));
+  // h = v + (x - (v - v_reset)) / tau = -0.5 when v starts at v_reset and x = 0.
+  EXPECT_TRUE(torch::equal(hard->state().v, torch::full({3}, -0.5f)));
+  LIF soft(LIFOptions().v_reset(std::nullopt));
+  soft->step(torch::zeros({3}));
+  EXPECT_TRUE(torch::equal(soft->state().v, torch::zeros({3})));
+}
+
+TEST(LIF, ChangingBatchShapeWithoutResetIsAClearError) {
+  LIF lif;
+  lif->step(torch::rand({2, 5}));
+  try {
+    lif->step(torch::rand({3, 5}));
+    FAIL() << "expected an error";
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    EXPECT_NE(msg.find("[2, 5]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[3, 5]"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("reset_state()"), std::string::npos) << msg;
+  }
+  lif->reset_state();
+  EXPECT_EQ(lif->step(torch::rand({3, 5})).sizes(), (std::vector<int64_t>{3, 5}));
+}
+
+TEST(LIF, RejectsNonFloatInputAndBadOptions) {
+  LIF lif;
+  EXPECT_THROW(lif->step(torch::ones({4}, torch::kInt)), c10::Error);
+  EXPECT_THROW(LIF(LIFOptions().tau(0.5)), Error);
+  EXPECT_THROW(LIF(LIFOptions().v_threshold(NAN)), Error);
+  EXPECT_THROW(LIF(LIFOptions().refractory(-1)), Error);
+  EXPECT_THROW(ParametricLIF(ParametricLIFOptions().init_tau(1.0)), Error);
+}
+
+TEST(LIF, MultiStepEqualsSingleStepsBitForBit) {
+  torch::manual_seed(1);
+  for (const auto& p : option_space()) {
+    const torch::Tensor x = torch::randn({16, 4, 33}) * 0.8 + 0.4;
+    const torch::Tensor rate = torch::tensor(0.31f);
+    NeuronState multi, single;
+    const torch::Tensor s_multi = functional::neuron_multistep(x, multi, p, rate);
+    std::vector<torch::Tensor> steps;
+    for (int64_t t = 0; t < x.size(0); ++t) steps.push_back(functional::neuron_step(x[t], single, p, rate));
+    EXPECT_TRUE(torch::equal(s_multi, torch::stack(steps))) << describe(p);
+    EXPECT_TRUE(torch::equal(multi.v, single.v)) << describe(p);
+    EXPECT_TRUE(torch::equal(multi.refractory, single.refractory)) << describe(p);
+  }
+}
+
+TEST(LIF, FusedForwardEqualsTensorOpReferenceBitForBit) {
+  torch::manual_seed(2);
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (const auto& p : option_space()) {
+      const torch::Tensor x = (torch::randn({24, 3, 50}) * 0.9 + 0.45).to(dtype);
+      const torch::Tensor rate = torch::tensor(0.27f);
+      NeuronState fused_state, ref_state;
+      NeuronTrace fused_trace, ref_trace;
+      const torch::Tensor s = functional::neuron_multistep(x, fused_state, p, rate, &fused_trace);
+      const torch::Tensor s_ref = functional::neuron_multistep_reference(x, ref_state, p, rate, &ref_trace);
+      ASSERT_GT(s.sum().item<double>(), 0) << describe(p);
+      EXPECT_TRUE(torch::equal(s, s_ref)) << describe(p);
+      EXPECT_TRUE(torch::equal(fused_trace.h, ref_trace.h)) << describe(p);
+      EXPECT_TRUE(torch::equal(fused_trace.v, ref_trace.v)) << describe(p);
+      EXPECT_TRUE(torch::equal(fused_state.refractory, ref_state.refractory)) << describe(p);
+    }
+  }
+}
+
+// Gradients of a weighted sum of spikes and final potentials, through the
+// fused backward and through autograd over the tensor-op reference.
+TEST(LIF, FusedBackwardEqualsAutogradOfReference) {
+  torch::manual_seed(3);
+  for (const auto& p : option_space()) {
+    const torch::Tensor x0 = torch::randn({20, 2, 40}, torch::kDouble) * 0.9 + 0.45;
+    const torch::Tensor v00 = torch::rand({2, 40}, torch::kDouble) * 0.5;
+    const torch::Tensor gs = torch::randn({20, 2, 40}, torch::kDouble);
+    const torch::Tensor gv = torch::randn({2, 40}, torch::kDouble);
+    std::array<torch::Tensor, 2> gx, gv0, gw;
+    for (int variant = 0; variant < 2; ++variant) {
+      const torch::Tensor x = x0.clone().requires_grad_();
+      const torch::Tensor w = torch::tensor(-0.4, torch::kDouble).requires_grad_();
+      NeuronState state{v00.clone().requires_grad_(), torch::zeros({2, 40}, torch::kInt)};
+      const torch::Tensor v_start = state.v;
+      const torch::Tensor rate = w.sigmoid();
+      const torch::Tensor s = variant == 0 ? functional::neuron_multistep(x, state, p, rate)
+                                           : functional::neuron_multistep_reference(x, state, p, rate);
+      ((s * gs).sum() + (state.v * gv).sum()).backward();
+      gx[variant] = x.grad();
+      gv0[variant] = v_start.grad();
+      gw[variant] = w.grad();
+    }
+    EXPECT_TRUE(torch::allclose(gx[0], gx[1], 1e-9, 1e-12)) << describe(p) << " max |d| "
+                                                            << (gx[0] - gx[1]).abs().max().item<double>();
+    EXPECT_TRUE(torch::allclose(gv0[0], gv0[1], 1e-9, 1e-12)) << describe(p);
+    if (p.model == NeuronModel::kParametricLIF) {
+      ASSERT_TRUE(gw[0].defined() && gw[1].defined()) << describe(p);
+      EXPECT_NEAR(gw[0].item<double>(), gw[1].item<double>(), 1e-9 * (1 + std::abs(gw[1].item<double>())))
+          << describe(p);
+    }
+  }
+}
+
+TEST(LIF, DetachResetChangesOnlyTheResetPathOfTheGradient) {
+  torch::manual_seed(4);
+  const torch::Tensor x0 = torch::rand({10, 30}, torch::kDouble) * 1.5;
+  std::array<torch::Tensor, 2> g;
+  for (int detach = 0; detach < 2; ++detach) {
+    LIF lif(LIFOptions().detach_reset(detach == 1).step_mode(StepMode::kMulti));
+    lif->to(torch::kDouble);
+    const torch::Tensor x = x0.clone().requires_grad_();
+    lif->forward(x).sum().backward();
+    g[detach] = x.grad();
+  }
+  EXPECT_FALSE(torch::allclose(g[0], g[1]));
+  // The last step has no later reset to flow through: same gradient.
+  EXPECT_TRUE(torch::allclose(g[0][9], g[1][9]));
+}
+
+TEST(LIF, RefractoryNeuronNeitherIntegratesNorFires) {
+  IF layer(IFOptions().refractory(2).step_mode(StepMode::kMulti));
+  NeuronTrace trace;
+  const torch::Tensor s = layer->multi_step(torch::full({8, 1}, 1.0), &trace);
+  EXPECT_TRUE(torch::equal(s.flatten(), torch::tensor({1.f, 0.f, 0.f, 1.f, 0.f, 0.f, 1.f, 0.f})));
+  // During the two refractory steps v is held at v_reset and h equals it.
+  EXPECT_EQ(trace.h[1].item<float>(), 0.f);
+  EXPECT_EQ(trace.h[2].item<float>(), 0.f);
+  EXPECT_EQ(layer->state().refractory.item<int>(), 1);
+}
+
+TEST(LIF, ZeroRefractoryIsSpikingJellysDynamics) {
+  torch::manual_seed(5);
+  const torch::Tensor x = torch::rand({30, 100}) * 2;
+  NeuronParams p;
+  NeuronState a, b;
+  p.refractory = 0;
+  const torch::Tensor s0 = functional::neuron_multistep(x, a, p);
+  p.refractory = 1;
+  const torch::Tensor s1 = functional::neuron_multistep(x, b, p);
+  EXPECT_GT(s0.sum().item<float>(), s1.sum().item<float>());
+  // No neuron fires on two consecutive steps with a refractory period of 1.
+  EXPECT_EQ((s1.slice(0, 1) * s1.slice(0, 0, -1)).sum().item<float>(), 0.f);
+}
+
+TEST(LIF, BoolSpikesEqualFloatSpikes) {
+  torch::manual_seed(6);
+  const torch::Tensor x = torch::rand({12, 1000}) * 1.5;
+  NeuronParams p;
+  NeuronState a, b;
+  const torch::Tensor sf = functional::neuron_multistep(x, a, p);
+  const torch::Tensor sb = functional::neuron_multistep(x, b, p, {}, nullptr, torch::kBool);
+  EXPECT_EQ(sb.scalar_type(), torch::kBool);
+  EXPECT_TRUE(torch::equal(sf, sb.to(torch::kFloat)));
+  EXPECT_TRUE(torch::equal(a.v, b.v));
+}
+
+TEST(LIF, OneAndTwoThreadsGiveIdenticalResults) {
+  torch::manual_seed(7);
+  const torch::Tensor x = torch::rand({8, 200003}) * 1.5;
+  NeuronParams p;
+  p.refractory = 1;
+  std::array<torch::Tensor, 2> s, v, gx;
+  const int saved = at::get_num_threads();
+  for (int threads = 1; threads <= 2; ++threads) {
+    at::set_num_threads(threads);
+    NeuronState state;
+    const torch::Tensor xg = x.clone().requires_grad_();
+    s[threads - 1] = functional::neuron_multistep(xg, state, p);
+    v[threads - 1] = state.v;
+    s[threads - 1].sum().backward();
+    gx[threads - 1] = xg.grad();
+  }
+  at::set_num_threads(saved);
+  EXPECT_TRUE(torch::equal(s[0], s[1]));
+  EXPECT_TRUE(torch::equal(v[0], v[1]));
+  EXPECT_TRUE(torch::equal(gx[0], gx[1]));
+}
+
+TEST(ParametricLIF, InitialisesWFromInitTauAndLearnsIt) {
+  ParametricLIF plif(ParametricLIFOptions().init_tau(3.0).step_mode(StepMode::kMulti));
+  EXPECT_FLOAT_EQ(plif->w.item<float>(), static_cast<float>(-std::log(2.0)));
+  EXPECT_NEAR(plif->tau(), 3.0, 1e-6);
+  EXPECT_EQ(plif->parameters().size(), 1u);
+  torch::manual_seed(8);
+  plif->forward(torch::rand({6, 50}) * 2).sum().backward();
+  ASSERT_TRUE(plif->w.grad().defined());
+  EXPECT_NE(plif->w.grad().item<float>(), 0.f);
+}
+
+TEST(LIF, ModulePrintsItsOptions) {
+  std::ostringstream os;
+  os << *LIF(LIFOptions().tau(4).v_reset(std::nullopt));
+  EXPECT_NE(os.str().find("tau=4"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("soft"), std::string::npos) << os.str();
+}
+
+TEST(LIF_CUDA, MatchesCpuBitForBit) {
+  SNN_REQUIRE_CUDA();
+  torch::manual_seed(9);
+  for (const auto& p : option_space()) {
+    const torch::Tensor x = torch::randn({16, 4, 777}) * 0.8 + 0.4;
+    const torch::Tensor rate = torch::tensor(0.31f);
+    NeuronState cpu, gpu;
+    NeuronTrace tc, tg;
+    const torch::Tensor sc = functional::neuron_multistep(x, cpu, p, rate, &tc);
+    const torch::Tensor sg = functional::neuron_multistep(x.cuda(), gpu, p, rate, &tg);
+    EXPECT_TRUE(torch::equal(sc, sg.cpu())) << describe(p);
+    EXPECT_TRUE(torch::equal(tc.h, tg.h.cpu())) << describe(p);
+    EXPECT_TRUE(torch::equal(cpu.v, gpu.v.cpu())) << describe(p);
+  }
+}
+
+TEST(LIF_CUDA, BackwardMatchesCpu) {
+  SNN_REQUIRE_CUDA();
+  torch::manual_seed(10);
+  for (const auto& p : option_space()) {
+    const torch::Tensor x0 = torch::randn({12, 2, 300}, torch::kDouble) * 0.9 + 0.45;
+    std::array<torch::Tensor, 2> gx;
+    for (int dev = 0; dev < 2; ++dev) {
+      const torch::Tensor x = (dev ? x0.cuda() : x0).clone().requires_grad_();
+      NeuronState state;
+      const torch::Tensor w = torch::tensor(-0.4, x.options()).requires_grad_();
+      functional::neuron_multistep(x, state, p, w.sigmoid()).sum().backward();
+      gx[dev] = x.grad().cpu();
+    }
+    EXPECT_TRUE(torch::allclose(gx[0], gx[1], 1e-12, 1e-12)) << describe(p);
+  }
+}
+
+}  // namespace
+}  // namespace snn
