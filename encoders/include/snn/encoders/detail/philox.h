@@ -4,7 +4,7 @@
 /// output depend only on (counter, key), so a spike train depends only on
 /// (seed, sample, step, element) and never on batch layout, threads, devices
 /// or pipeline stages. Checked against the published known-answer vectors and
-/// against ATen's at::Philox4_32_10 in the tests.
+/// against ATen's at::Philox4_32 (philox_engine) in the tests.
 
 #include <cstdint>
 
