@@ -41,6 +41,9 @@ add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${_snn_torch_flags}>")
 
 find_package(Threads REQUIRED)
 find_package(OpenMP COMPONENTS CXX)
+# fmt is used header-only (fmt::fmt-header-only): the torch wheel ships its
+# own, newer fmt headers on the include path of every target that links
+# LibTorch, and linking Debian's libfmt against those headers would mix ABIs.
 find_package(fmt REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)

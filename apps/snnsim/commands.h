@@ -1,0 +1,16 @@
+#pragma once
+// Subcommands of snnsim. Each adds its options to the app and returns the
+// function that runs it once the command line is parsed.
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace snn::app {
+
+using Run = std::function<void()>;
+
+/// `snnsim neuron`: one layer driven by an input-current CSV.
+Run add_neuron_command(CLI::App& app);
+
+}  // namespace snn::app

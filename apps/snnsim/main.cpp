@@ -1,0 +1,56 @@
+// snnsim: the command-line front end. Every error becomes one line on stderr
+// and a non-zero exit code: 2 for bad input (flags, files, values), 1 for
+// anything else.
+
+#include <c10/util/Exception.h>
+
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+
+#include "commands.h"
+#include "snn/core/build_info.h"
+#include "snn/core/error.h"
+
+namespace {
+
+int fail(int code, const std::string& message) {
+  // One line: c10 messages can hold newlines and a backtrace.
+  std::string line = message.substr(0, message.find('\n'));
+  std::cerr << "snnsim: error: " << line << "\n";
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"snnsim: a spiking neural network simulator on LibTorch"};
+  app.set_version_flag("--version", std::string("snnsim ") + snn::kVersion + " (LibTorch " + snn::kTorchVersion +
+                                        (SNN_WITH_CUDA ? ", CUDA" : ", CPU only") + ")");
+  app.require_subcommand(1);
+  std::vector<snn::app::Run> runs;
+  runs.push_back(snn::app::add_neuron_command(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(2, std::string(e.what()) + " (see snnsim --help)");
+  }
+  try {
+    for (const auto& run : runs) {
+      if (run) run();
+    }
+  } catch (const snn::Error& e) {
+    return fail(2, e.what());
+  } catch (const c10::Error& e) {
+    return fail(2, e.what_without_backtrace());
+  } catch (const std::exception& e) {
+    return fail(1, e.what());
+  }
+  return 0;
+}

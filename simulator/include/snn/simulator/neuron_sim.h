@@ -1,0 +1,32 @@
+#pragma once
+/// Simulating one neuron layer from an input-current matrix (`snnsim neuron`).
+
+#include <torch/types.h>
+
+#include <memory>
+#include <ostream>
+
+#include "snn/neurons/lif.h"
+
+namespace snn {
+
+/// A layer's response to T steps of input: all tensors [T, N].
+struct NeuronSimResult {
+  torch::Tensor h;  ///< potential after charging, before fire/reset
+  torch::Tensor s;  ///< spikes (0/1, in the input's dtype)
+  torch::Tensor v;  ///< potential after reset
+};
+
+/// The module for params (LIF, IF or parametric LIF with init tau = params.tau).
+std::shared_ptr<NeuronLayer> make_neuron_layer(const NeuronParams& params);
+
+/// Runs the layer described by params from reset over currents [T, N]
+/// (float32 or float64), one fused multi-step pass.
+NeuronSimResult simulate_neuron_layer(const torch::Tensor& currents, const NeuronParams& params);
+
+/// Writes the result as CSV with the header `t,neuron,h,s,v`, one row per
+/// step and neuron; floats in the shortest form that round-trips in their
+/// dtype.
+void write_neuron_trace_csv(std::ostream& out, const NeuronSimResult& result);
+
+}  // namespace snn

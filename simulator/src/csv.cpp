@@ -1,0 +1,107 @@
+#include "snn/simulator/csv.h"
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "snn/core/error.h"
+
+namespace snn {
+namespace {
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> out;
+  std::string field;
+  std::istringstream in(line);
+  while (std::getline(in, field, ',')) out.push_back(trim(field));
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+// Parses the whole field as a T; false when it is not entirely a number.
+template <typename T>
+bool parse_number(const std::string& field, T& out) {
+  if (field.empty()) return false;
+  const char* begin = field.data();
+  const char* end = begin + field.size();
+  if (*begin == '+') ++begin;  // from_chars rejects a leading '+'
+  const auto [ptr, ec] = std::from_chars(begin, end, out);
+  return ec == std::errc() && ptr == end;
+}
+
+template <typename T>
+CsvMatrix parse(const std::string& text, const std::string& name) {
+  CsvMatrix result;
+  std::vector<T> values;
+  int64_t cols = -1;
+  int64_t rows = 0;
+  std::istringstream in(text);
+  std::string line;
+  int64_t line_no = 0;
+  bool first = true;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (trim(line).empty()) continue;
+    const std::vector<std::string> fields = split(line);
+    if (first) {
+      first = false;
+      T probe;
+      bool any_text = false;
+      for (const auto& f : fields) any_text = any_text || (!f.empty() && !parse_number(f, probe));
+      if (any_text) {
+        result.header = fields;
+        cols = static_cast<int64_t>(fields.size());
+        continue;
+      }
+    }
+    if (cols < 0) cols = static_cast<int64_t>(fields.size());
+    if (static_cast<int64_t>(fields.size()) != cols) {
+      throw Error(name + " line " + std::to_string(line_no) + ": " + std::to_string(fields.size()) +
+                  " fields, but the " + (result.header.empty() ? "first row has " : "header has ") +
+                  std::to_string(cols));
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      const std::string& f = fields[static_cast<size_t>(c)];
+      T v;
+      const std::string where = name + " line " + std::to_string(line_no) + ", column " + std::to_string(c + 1);
+      if (f.empty()) throw Error(where + ": empty field");
+      if (!parse_number(f, v)) throw Error(where + ": '" + f + "' is not a number");
+      if (!std::isfinite(v)) throw Error(where + ": '" + f + "' is not a finite number");
+      values.push_back(v);
+    }
+    ++rows;
+  }
+  if (rows == 0) throw Error(name + " holds no data rows");
+  const auto dtype = std::is_same_v<T, float> ? torch::kFloat : torch::kDouble;
+  result.values = torch::from_blob(values.data(), {rows, cols}, dtype).clone();
+  return result;
+}
+
+}  // namespace
+
+CsvMatrix parse_csv_matrix(const std::string& text, const std::string& name, torch::ScalarType dtype) {
+  if (dtype == torch::kFloat) return parse<float>(text, name);
+  if (dtype == torch::kDouble) return parse<double>(text, name);
+  throw Error("CSV values can be read as float32 or float64 only");
+}
+
+CsvMatrix read_csv_matrix(const std::string& path, torch::ScalarType dtype) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error("cannot open '" + path + "': " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error("cannot read '" + path + "'");
+  return parse_csv_matrix(text.str(), "'" + path + "'", dtype);
+}
+
+}  // namespace snn

@@ -1,0 +1,93 @@
+#include "snn/simulator/neuron_sim.h"
+
+#include <fmt/format.h>
+
+#include <iterator>
+
+#include "snn/core/error.h"
+
+namespace snn {
+
+std::shared_ptr<NeuronLayer> make_neuron_layer(const NeuronParams& p) {
+  p.validate();
+  switch (p.model) {
+    case NeuronModel::kIF:
+      return IF(IFOptions()
+                    .v_threshold(p.v_threshold)
+                    .v_reset(p.v_reset)
+                    .detach_reset(p.detach_reset)
+                    .surrogate(p.surrogate)
+                    .refractory(p.refractory))
+          .ptr();
+    case NeuronModel::kLIF:
+      return LIF(LIFOptions()
+                     .tau(p.tau)
+                     .decay_input(p.decay_input)
+                     .v_threshold(p.v_threshold)
+                     .v_reset(p.v_reset)
+                     .detach_reset(p.detach_reset)
+                     .surrogate(p.surrogate)
+                     .refractory(p.refractory))
+          .ptr();
+    case NeuronModel::kParametricLIF:
+      return ParametricLIF(ParametricLIFOptions()
+                               .init_tau(p.tau)
+                               .decay_input(p.decay_input)
+                               .v_threshold(p.v_threshold)
+                               .v_reset(p.v_reset)
+                               .detach_reset(p.detach_reset)
+                               .surrogate(p.surrogate)
+                               .refractory(p.refractory))
+          .ptr();
+  }
+  throw InternalError("unknown neuron model");
+}
+
+NeuronSimResult simulate_neuron_layer(const torch::Tensor& currents, const NeuronParams& params) {
+  if (currents.dim() != 2) {
+    throw Error("input currents must be a [steps, neurons] matrix, got " + std::to_string(currents.dim()) +
+                " dimensions");
+  }
+  const auto layer = make_neuron_layer(params);
+  torch::NoGradGuard no_grad;
+  NeuronTrace trace;
+  NeuronSimResult r;
+  r.s = layer->multi_step(currents, &trace);
+  r.h = trace.h;
+  r.v = trace.v;
+  return r;
+}
+
+namespace {
+template <typename T>
+void write_rows(std::ostream& out, const NeuronSimResult& r) {
+  const torch::Tensor h = r.h.contiguous(), s = r.s.contiguous(), v = r.v.contiguous();
+  const T* hp = h.data_ptr<T>();
+  const T* sp = s.data_ptr<T>();
+  const T* vp = v.data_ptr<T>();
+  const int64_t steps = h.size(0), n = h.size(1);
+  fmt::memory_buffer buf;
+  fmt::format_to(std::back_inserter(buf), "t,neuron,h,s,v\n");
+  for (int64_t t = 0; t < steps; ++t) {
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t j = t * n + i;
+      fmt::format_to(std::back_inserter(buf), "{},{},{},{},{}\n", t, i, hp[j], sp[j] != T(0) ? 1 : 0, vp[j]);
+    }
+    if (buf.size() > (1 << 20)) {
+      out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+      buf.clear();
+    }
+  }
+  out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+}
+}  // namespace
+
+void write_neuron_trace_csv(std::ostream& out, const NeuronSimResult& r) {
+  if (r.h.scalar_type() == torch::kFloat) {
+    write_rows<float>(out, r);
+  } else {
+    write_rows<double>(out, r);
+  }
+}
+
+}  // namespace snn
