@@ -5,7 +5,7 @@
 # sources are compiled only when SNN_CUDA_ENABLED, with --fmad=false so that
 # device arithmetic rounds like the host's (the CPU tests check it).
 function(snn_add_component name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;CUDA_SOURCES;DEPENDS;PRIVATE_DEPENDS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;ISA_SOURCES;CUDA_SOURCES;DEPENDS;PRIVATE_DEPENDS" ${ARGN})
   set(target snn_${name})
   add_library(${target} ${ARG_SOURCES})
   add_library(snn::${name} ALIAS ${target})
@@ -14,7 +14,24 @@ function(snn_add_component name)
     $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}/include>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   target_link_libraries(${target} PUBLIC snn::core ${ARG_DEPENDS} PRIVATE ${ARG_PRIVATE_DEPENDS})
-  target_compile_options(${target} PRIVATE -Wall -Wextra -fopenmp-simd)
+  # -fno-trapping-math and -fno-math-errno (as LibTorch itself is built) let
+  # GCC if-convert and vectorise the kernels' selects; unlike -ffast-math
+  # they change no result.
+  target_compile_options(${target} PRIVATE -Wall -Wextra -fopenmp-simd -fno-trapping-math -fno-math-errno)
+  if(ARG_ISA_SOURCES)
+    # Hot CPU loops compiled once per instruction set, each into namespace
+    # SNN_ISA, for the caller to pick at run time (__builtin_cpu_supports):
+    # fast on AVX2 machines, still correct on any x86-64.
+    foreach(isa base avx2)
+      add_library(${target}_${isa} OBJECT ${ARG_ISA_SOURCES})
+      target_include_directories(${target}_${isa} PRIVATE
+        ${CMAKE_CURRENT_SOURCE_DIR}/include $<TARGET_PROPERTY:snn_core,INTERFACE_INCLUDE_DIRECTORIES>)
+      target_compile_definitions(${target}_${isa} PRIVATE SNN_ISA=${isa})
+      target_compile_options(${target}_${isa} PRIVATE -Wall -Wextra -fopenmp-simd -fno-trapping-math -fno-math-errno
+        $<$<STREQUAL:${isa},avx2>:-mavx2>)
+      target_sources(${target} PRIVATE $<TARGET_OBJECTS:${target}_${isa}>)
+    endforeach()
+  endif()
   if(SNN_CUDA_ENABLED AND ARG_CUDA_SOURCES)
     # The kernels are an object library of their own that sees only CUDA and
     # our torch-free headers: LibTorch's targets carry nvcc flags (its own

@@ -85,7 +85,7 @@ torch::Tensor poisson_encode(const torch::Tensor& x_in, const torch::Tensor& sam
       encoders::detail::PoissonArgs<scalar_t, S> a;
       a.p = x.data_ptr<scalar_t>();
       a.sample = samples.data_ptr<int64_t>();
-      a.out = out.data_ptr<S>();
+      a.out = static_cast<S*>(out.data_ptr());  // bool tensors as uint8_t (vectorisable stores)
       a.batch = batch;
       a.features = batch ? x.numel() / batch : 0;
       a.steps = steps;
@@ -104,7 +104,7 @@ torch::Tensor poisson_encode(const torch::Tensor& x_in, const torch::Tensor& sam
       }
     };
     if (sdt == torch::kBool) {
-      launch(bool{});
+      launch(uint8_t{});
     } else {
       launch(scalar_t{});
     }

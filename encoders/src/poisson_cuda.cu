@@ -1,5 +1,5 @@
-// CUDA kernel of the Poisson encoder: one thread per (sample, group of 4
-// elements), looping over the steps, around the same Philox draw as the CPU.
+// CUDA kernel of the Poisson encoder: one thread per (sample, Philox group),
+// looping over the steps, around the same draw and element layout as the CPU.
 
 #include <cuda_runtime.h>
 
@@ -17,14 +17,14 @@ __global__ void poisson_kernel(PoissonArgs<T, S> a, int64_t groups) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= a.batch * groups) return;
   const int64_t b = i / groups;
-  const int64_t g = i % groups;
+  const uint32_t g = static_cast<uint32_t>(i % groups);
   const uint64_t sample = static_cast<uint64_t>(a.sample[b]);
   const T* p = a.p + b * a.features;
   for (int64_t t = 0; t < a.steps; ++t) {
-    const Philox4x32 r = draw_group(a.seed, sample, static_cast<uint32_t>(a.first_step + t), static_cast<uint32_t>(g));
+    const Philox4x32 r = draw_group(a.seed, sample, static_cast<uint32_t>(a.first_step + t), g);
     S* out = a.out + (t * a.batch + b) * a.features;
     for (int j = 0; j < 4; ++j) {
-      const int64_t e = 4 * g + j;
+      const int64_t e = element_of(g, j);
       if (e < a.features) out[e] = static_cast<S>(static_cast<T>(uniform01(r.v[j])) < p[e] * a.scale);
     }
   }
@@ -34,7 +34,8 @@ __global__ void poisson_kernel(PoissonArgs<T, S> a, int64_t groups) {
 
 template <typename T, typename S>
 void poisson_cuda(const PoissonArgs<T, S>& a, void* stream) {
-  const int64_t groups = (a.features + 3) / 4;
+  // Groups of whole tiles: the last tile's unused words are skipped.
+  const int64_t groups = (a.features + kTile - 1) / kTile * kGroupsPerTile;
   const int64_t n = a.batch * groups;
   if (n == 0 || a.steps == 0) return;
   constexpr int kThreads = 256;
@@ -45,8 +46,8 @@ void poisson_cuda(const PoissonArgs<T, S>& a, void* stream) {
 }
 
 template void poisson_cuda<float, float>(const PoissonArgs<float, float>&, void*);
-template void poisson_cuda<float, bool>(const PoissonArgs<float, bool>&, void*);
+template void poisson_cuda<float, uint8_t>(const PoissonArgs<float, uint8_t>&, void*);
 template void poisson_cuda<double, double>(const PoissonArgs<double, double>&, void*);
-template void poisson_cuda<double, bool>(const PoissonArgs<double, bool>&, void*);
+template void poisson_cuda<double, uint8_t>(const PoissonArgs<double, uint8_t>&, void*);
 
 }  // namespace snn::encoders::detail

@@ -125,7 +125,9 @@ void run_forward(const NeuronParams& p, const Rates& rates, const torch::Tensor&
       using S = decltype(spike_tag);
       ForwardArgs<scalar_t, S> a;
       a.x = x.data_ptr<scalar_t>();
-      a.spikes = spikes.data_ptr<S>();
+      // Bool tensors are written through uint8_t (one byte, 0 or 1): GCC
+      // does not vectorise stores of bool.
+      a.spikes = static_cast<S*>(spikes.data_ptr());
       a.v = v.data_ptr<scalar_t>();
       a.ref = ref.data_ptr<int32_t>();
       if (h_trace.defined()) {
@@ -148,7 +150,7 @@ void run_forward(const NeuronParams& p, const Rates& rates, const torch::Tensor&
       }
     };
     if (spikes.scalar_type() == torch::kBool) {
-      launch(bool{});
+      launch(uint8_t{});
     } else {
       launch(scalar_t{});
     }
@@ -328,8 +330,10 @@ torch::Tensor neuron_multistep(const torch::Tensor& x_seq, NeuronState& state, c
   }
   const torch::Tensor x = x_seq.contiguous();
   torch::Tensor spikes = torch::empty(x.sizes(), x.options().dtype(sdt));
-  torch::Tensor v = state.v.detach().contiguous().clone();
-  torch::Tensor ref = state.refractory.contiguous().clone();
+  // The state is the layer's own: update it in place (no copy per step),
+  // unless it is part of an autograd graph that may still need its value.
+  torch::Tensor v = state.v.requires_grad() || !state.v.is_contiguous() ? state.v.detach().contiguous().clone() : state.v;
+  torch::Tensor ref = state.refractory.contiguous();
   torch::Tensor h_trace, v_trace, active;
   if (trace != nullptr) {
     h_trace = torch::empty_like(x);

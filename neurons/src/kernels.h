@@ -22,7 +22,7 @@ struct Form {
 template <typename T, typename S>
 struct ForwardArgs {
   const T* x = nullptr;     ///< [steps, n] input
-  S* spikes = nullptr;      ///< [steps, n] output spikes (0/1 in T, or bool)
+  S* spikes = nullptr;      ///< [steps, n] output spikes (0/1 in T, or uint8 for bool tensors)
   T* v = nullptr;           ///< [n] potential: initial value in, final value out
   int32_t* ref = nullptr;   ///< [n] refractory steps left: in and out
   // Traces for the backward pass and for recording; all null or all set.

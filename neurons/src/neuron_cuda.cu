@@ -35,7 +35,15 @@ __global__ void forward_kernel(ForwardArgs<T, S> a) {
     const int64_t j = t * a.n + i;
     T h;
     bool active;
-    const bool spike = step<F, kDivide>(a.x[j], v, ref, h, active, a.c);
+    // Uniform branches: every thread of the launch takes the same one.
+    bool spike;
+    if (a.c.refractory > 0) {
+      spike = a.c.hard_reset ? step<F, kDivide, true, true>(a.x[j], v, ref, h, active, a.c)
+                             : step<F, kDivide, false, true>(a.x[j], v, ref, h, active, a.c);
+    } else {
+      spike = a.c.hard_reset ? step<F, kDivide, true, false>(a.x[j], v, ref, h, active, a.c)
+                             : step<F, kDivide, false, false>(a.x[j], v, ref, h, active, a.c);
+    }
     a.spikes[j] = static_cast<S>(spike);
     if (trace) {
       a.h_trace[j] = h;
@@ -58,7 +66,8 @@ __global__ void backward_kernel(BackwardArgs<T> a) {
     const int64_t j = t * a.n + i;
     const bool active = a.active_trace[j] != 0;
     const T gs = a.grad_spikes ? a.grad_spikes[j] : T(0);
-    const T gh = backward_step<F, kDivide>(a.h_trace[j], active, gs, gv, a.c, a.b);
+    const T gh = a.c.hard_reset ? backward_step<F, kDivide, true>(a.h_trace[j], active, gs, gv, a.c, a.b)
+                                : backward_step<F, kDivide, false>(a.h_trace[j], active, gs, gv, a.c, a.b);
     a.grad_x[j] = active ? gh * gx_per_gh : T(0);
     if (a.grad_k_partial && active) {
       const T v_prev = t > 0 ? a.v_trace[j - a.n] : a.v0[i];
@@ -106,9 +115,9 @@ void backward_cuda(Form form, const BackwardArgs<T>& args, void* stream) {
 }
 
 template void forward_cuda<float, float>(Form, const ForwardArgs<float, float>&, void*);
-template void forward_cuda<float, bool>(Form, const ForwardArgs<float, bool>&, void*);
+template void forward_cuda<float, uint8_t>(Form, const ForwardArgs<float, uint8_t>&, void*);
 template void forward_cuda<double, double>(Form, const ForwardArgs<double, double>&, void*);
-template void forward_cuda<double, bool>(Form, const ForwardArgs<double, bool>&, void*);
+template void forward_cuda<double, uint8_t>(Form, const ForwardArgs<double, uint8_t>&, void*);
 template void backward_cuda<float>(Form, const BackwardArgs<float>&, void*);
 template void backward_cuda<double>(Form, const BackwardArgs<double>&, void*);
 

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
 #include "snn/encoders/detail/philox.h"
 #include "snn/encoders/encoders.h"
@@ -201,6 +202,28 @@ TEST(Poisson_CUDA, MatchesCpuBitForBit) {
     const torch::Tensor cpu = functional::poisson_encode(x, ids, 3, 9, o);
     const torch::Tensor gpu = functional::poisson_encode(x.cuda(), ids.cuda(), 3, 9, o);
     EXPECT_TRUE(torch::equal(cpu, gpu.cpu()));
+  }
+}
+
+}  // namespace
+}  // namespace snn
+
+namespace snn {
+namespace {
+
+TEST(Poisson, BaselineAndAvx2LoopsGiveIdenticalSpikes) {
+  const torch::Tensor x = torch::rand({9, 1000});  // 1000 = 31 tiles + a partial one
+  const torch::Tensor ids = torch::arange(20, 29);
+  set_cpu_isa(CpuIsa::kBaseline);
+  const torch::Tensor base = functional::poisson_encode(x, ids, 5, 7);
+  set_cpu_isa(CpuIsa::kAuto);
+  const torch::Tensor fast = functional::poisson_encode(x, ids, 5, 7);
+  EXPECT_TRUE(torch::equal(base, fast));
+  // And both equal the scalar reference draw, element by element.
+  for (int64_t e : {0, 1, 7, 8, 31, 32, 999}) {
+    const auto r = encoders::detail::draw_group(0, 23, 6, encoders::detail::group_of(e));
+    const bool spike = encoders::detail::uniform01(r.v[encoders::detail::word_of(e)]) < x[3][e].item<float>();
+    EXPECT_EQ(fast[1][3][e].item<float>(), spike ? 1.f : 0.f) << "element " << e;
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
 #include "snn/neurons/lif.h"
 #include "support/test_util.h"
@@ -291,6 +292,33 @@ TEST(LIF_CUDA, BackwardMatchesCpu) {
       gx[dev] = x.grad().cpu();
     }
     EXPECT_TRUE(torch::allclose(gx[0], gx[1], 1e-12, 1e-12)) << describe(p);
+  }
+}
+
+}  // namespace
+}  // namespace snn
+
+namespace snn {
+namespace {
+
+TEST(LIF, BaselineAndAvx2LoopsGiveIdenticalResults) {
+  torch::manual_seed(11);
+  for (const auto& p : option_space()) {
+    const torch::Tensor x = torch::randn({10, 3, 1001}) * 0.9 + 0.45;
+    std::array<torch::Tensor, 2> s, v, gx;
+    for (int isa = 0; isa < 2; ++isa) {
+      set_cpu_isa(isa == 0 ? CpuIsa::kBaseline : CpuIsa::kAuto);
+      NeuronState state;
+      const torch::Tensor xg = x.clone().requires_grad_();
+      s[isa] = functional::neuron_multistep(xg, state, p, torch::tensor(0.3f));
+      v[isa] = state.v.detach();
+      s[isa].sum().backward();
+      gx[isa] = xg.grad();
+    }
+    set_cpu_isa(CpuIsa::kAuto);
+    EXPECT_TRUE(torch::equal(s[0], s[1])) << describe(p);
+    EXPECT_TRUE(torch::equal(v[0], v[1])) << describe(p);
+    EXPECT_TRUE(torch::equal(gx[0], gx[1])) << describe(p);
   }
 }
 

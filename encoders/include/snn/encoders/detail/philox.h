@@ -46,11 +46,31 @@ SNN_HOST_DEVICE Philox4x32 philox4x32_10(uint32_t c0, uint32_t c1, uint32_t c2, 
 /// so a spike does not depend on the input dtype beyond the input's value.
 SNN_HOST_DEVICE float uniform01(uint32_t r) { return static_cast<float>(r >> 8) * 5.9604644775390625e-08f; }
 
-/// The 4 uniforms for elements 4g .. 4g+3 of a sample at one step.
-/// Counter = (element group, step, sample index lo, hi); key = seed.
+/// The Philox block of one group at one step of one sample.
+/// Counter = (group, step, sample index lo, hi); key = seed.
 SNN_HOST_DEVICE Philox4x32 draw_group(uint64_t seed, uint64_t sample, uint32_t step, uint32_t group) {
   return philox4x32_10(group, step, static_cast<uint32_t>(sample), static_cast<uint32_t>(sample >> 32),
                        static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
+/// Which word of which group's block drives element e of a sample.
+///
+/// Elements come in tiles of kTile = 32; tile k uses groups 8k .. 8k+7, and
+/// element 32k + 8j + l takes word j of group 8k + l. Consecutive elements
+/// thus take the same word of consecutive groups, so a SIMD lane per group
+/// writes contiguous elements (the CPU loop) and a thread per group writes
+/// 4 coalesced rows (the CUDA kernel). Any element's draw depends only on
+/// (seed, sample, step, e).
+constexpr int64_t kTile = 32;
+constexpr int64_t kGroupsPerTile = 8;
+
+SNN_HOST_DEVICE uint32_t group_of(int64_t e) {
+  return static_cast<uint32_t>((e / kTile) * kGroupsPerTile + e % kGroupsPerTile);
+}
+SNN_HOST_DEVICE int word_of(int64_t e) { return static_cast<int>((e % kTile) / kGroupsPerTile); }
+/// Element that word j of group g drives (may lie past the sample's end).
+SNN_HOST_DEVICE int64_t element_of(uint32_t g, int j) {
+  return (static_cast<int64_t>(g) / kGroupsPerTile) * kTile + j * kGroupsPerTile + g % kGroupsPerTile;
 }
 
 }  // namespace snn::encoders::detail

@@ -43,7 +43,8 @@ struct Coeffs {
   T leak = T(0.5);       ///< kLeakZero's factor: 1 - 1/tau (LIF) or 1 - k (PLIF)
   T v_threshold = T(1);  ///< firing threshold
   T v_reset = T(0);      ///< hard reset value and the charge's resting value
-  bool hard_reset = true;   ///< hard (v = v_reset) or soft (v = h - v_threshold)
+  bool hard_reset = true;   ///< hard (v = v_reset) or soft (v = h - v_threshold);
+                            ///< the backends pass it on as the kHard template argument
   int32_t refractory = 0;   ///< absolute refractory period in steps, 0 = none
 };
 
@@ -80,17 +81,31 @@ SNN_HOST_DEVICE T charge(T v, T x, const Coeffs<T>& c) {
 /// during a refractory step) and returns the spike. A neuron in its
 /// refractory period neither integrates nor fires. With refractory = 0 the
 /// count stays 0 and this is exactly SpikingJelly's step.
-template <ChargeForm F, bool kDivide, typename T>
+/// kHard: hard reset (v = v_reset) or soft (v = h - v_threshold); a template
+/// parameter so that the CPU loop vectorises without a select on masks.
+/// kRefractory: whether c.refractory > 0. Without it the count is neither
+/// read nor written (it stays 0), which saves 8 bytes of traffic per neuron
+/// and call.
+template <ChargeForm F, bool kDivide, bool kHard, bool kRefractory, typename T>
 SNN_HOST_DEVICE bool step(T x, T& v, int32_t& ref, T& h, bool& active, const Coeffs<T>& c) {
+  if constexpr (!kRefractory) {
+    active = true;
+    h = charge<F, kDivide>(v, x, c);
+    const bool spike = h >= c.v_threshold;
+    v = spike ? (kHard ? c.v_reset : h - c.v_threshold) : h;
+    return spike;
+  }
+  // Branch-free (selects and bitwise ands) so that the CPU loop vectorises.
   active = ref <= 0;
   const T charged = charge<F, kDivide>(v, x, c);
   h = active ? charged : v;
   // SpikingJelly fires on h - v_threshold >= 0; for finite floats (no flush
   // to zero) that is exactly h >= v_threshold.
-  const bool spike = active && (h >= c.v_threshold);
-  const T after = c.hard_reset ? c.v_reset : h - c.v_threshold;
+  const bool spike = active & (h >= c.v_threshold);
+  const T after = kHard ? c.v_reset : h - c.v_threshold;
   v = spike ? after : h;
-  ref = spike ? c.refractory : (active ? 0 : ref - 1);
+  const int32_t held = active ? 0 : ref - 1;
+  ref = spike ? c.refractory : held;
   return spike;
 }
 
@@ -170,7 +185,7 @@ struct BackwardCoeffs {
 /// which the caller derives dx (times dh/dx) and dk (times dh/dk). A
 /// refractory step (not active) held v without charging: its dx and dk are
 /// zero, which the caller applies, and gv passes through unchanged.
-template <ChargeForm F, bool kDivide, typename T>
+template <ChargeForm F, bool kDivide, bool kHard, typename T>
 SNN_HOST_DEVICE T backward_step(T h, bool active, T gs, T& gv, const Coeffs<T>& c,
                                 const BackwardCoeffs<T>& b) {
   if (!active) {
@@ -183,7 +198,7 @@ SNN_HOST_DEVICE T backward_step(T h, bool active, T gs, T& gv, const Coeffs<T>& 
   // dv_t/dh_t through the reset; the spike's own surrogate path is dropped
   // when detach_reset is set (SpikingJelly's spike.detach() in the reset).
   T dv_dh;
-  if (c.hard_reset) {
+  if (kHard) {
     dv_dh = (spike ? T(0) : T(1)) + (b.detach_reset ? T(0) : (c.v_reset - h) * sg);
   } else {
     dv_dh = T(1) - (b.detach_reset ? T(0) : c.v_threshold * sg);

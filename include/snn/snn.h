@@ -1,0 +1,11 @@
+#pragma once
+/// Umbrella header: everything snnsim offers to C++ users.
+
+#include "snn/core/build_info.h"
+#include "snn/core/error.h"
+#include "snn/encoders/encoders.h"
+#include "snn/neurons/functional.h"
+#include "snn/neurons/lif.h"
+#include "snn/neurons/surrogate.h"
+#include "snn/simulator/csv.h"
+#include "snn/simulator/neuron_sim.h"

@@ -1,0 +1,150 @@
+// CPU loops of the fused neuron passes around the shared neuron-step
+// (detail/neuron_step.h), for one range of neurons. This file is compiled
+// twice, for baseline x86-64 and for AVX2 (SNN_ISA names the namespace),
+// and neuron_cpu.cpp picks one at run time. It includes no LibTorch and no
+// std algorithms, so no inline function is compiled here with one ISA and
+// linked into the other's callers.
+//
+// Shape of the forward loop (DESIGN.md, measured there): neurons are taken
+// in blocks of kBlock; a block's v and refractory counts live in local
+// arrays (L1) across all steps, and the inner loop over the block is a SIMD
+// loop. Memory traffic is then x in, spikes out, and v once per call.
+
+#include "neuron_cpu_loops.h"
+
+namespace snn::neurons::detail::SNN_ISA {
+namespace {
+
+constexpr int64_t kBlock = 2048;
+
+template <typename T, typename S, bool kTrace, bool kHard, bool kRefractory>
+struct ForwardLoop {
+  const ForwardArgs<T, S>& args;
+  int64_t begin, end;
+
+  template <ChargeForm F, bool kDivide>
+  void operator()() const {
+    const Coeffs<T> c = args.c;
+    const int64_t n = args.n;
+    T v[kBlock];
+    int32_t ref[kBlock];
+    for (int64_t i0 = begin; i0 < end; i0 += kBlock) {
+      const int64_t nb = end - i0 < kBlock ? end - i0 : kBlock;
+      for (int64_t i = 0; i < nb; ++i) v[i] = args.v[i0 + i];
+      if constexpr (kRefractory) {
+        for (int64_t i = 0; i < nb; ++i) ref[i] = args.ref[i0 + i];
+      }
+      for (int64_t t = 0; t < args.steps; ++t) {
+        const int64_t off = t * n + i0;
+        const T* __restrict__ x = args.x + off;
+        S* __restrict__ s = args.spikes + off;
+        T* __restrict__ ht = kTrace ? args.h_trace + off : nullptr;
+        T* __restrict__ vt = kTrace ? args.v_trace + off : nullptr;
+        uint8_t* __restrict__ act = kTrace ? args.active_trace + off : nullptr;
+#pragma omp simd
+        for (int64_t i = 0; i < nb; ++i) {
+          T h;
+          bool active;
+          const bool spike = step<F, kDivide, kHard, kRefractory>(x[i], v[i], ref[i], h, active, c);
+          s[i] = static_cast<S>(spike);
+          if constexpr (kTrace) {
+            ht[i] = h;
+            vt[i] = v[i];
+            act[i] = static_cast<uint8_t>(active);
+          }
+        }
+      }
+      for (int64_t i = 0; i < nb; ++i) args.v[i0 + i] = v[i];
+      if constexpr (kRefractory) {
+        for (int64_t i = 0; i < nb; ++i) args.ref[i0 + i] = ref[i];
+      }
+    }
+  }
+};
+
+template <typename T, bool kHard>
+struct BackwardLoop {
+  const BackwardArgs<T>& args;
+  int64_t begin, end;
+
+  template <ChargeForm F, bool kDivide>
+  void operator()() const {
+    const Coeffs<T> c = args.c;
+    const BackwardCoeffs<T> b = args.b;
+    const int64_t n = args.n;
+    const T gx_per_gh = dh_dx<F, kDivide>(c);
+    const bool with_k = args.grad_k_partial != nullptr;
+    // Same blocking as the forward pass, walking time backwards: gv and gk
+    // stay in local arrays and every row access is contiguous.
+    T gv[kBlock];
+    T gk[kBlock];
+    for (int64_t i0 = begin; i0 < end; i0 += kBlock) {
+      const int64_t nb = end - i0 < kBlock ? end - i0 : kBlock;
+      for (int64_t i = 0; i < nb; ++i) {
+        gv[i] = args.grad_v_final ? args.grad_v_final[i0 + i] : T(0);
+        gk[i] = T(0);
+      }
+      for (int64_t t = args.steps - 1; t >= 0; --t) {
+        const int64_t off = t * n + i0;
+        const T* h = args.h_trace + off;
+        const uint8_t* act = args.active_trace + off;
+        const T* gs = args.grad_spikes ? args.grad_spikes + off : nullptr;
+        T* gx = args.grad_x + off;
+        for (int64_t i = 0; i < nb; ++i) {
+          const bool active = act[i] != 0;
+          const T gh = backward_step<F, kDivide, kHard>(h[i], active, gs ? gs[i] : T(0), gv[i], c, b);
+          gx[i] = active ? gh * gx_per_gh : T(0);
+          if (with_k && active) {
+            const T v_prev = t > 0 ? args.v_trace[off - n + i] : args.v0[i0 + i];
+            gk[i] += gh * dh_dk<F>(v_prev, args.x[off + i], c);
+          }
+        }
+      }
+      for (int64_t i = 0; i < nb; ++i) {
+        args.grad_v0[i0 + i] = gv[i];
+        if (with_k) args.grad_k_partial[i0 + i] = gk[i];
+      }
+    }
+  }
+};
+
+// Turns the runtime flags into template arguments, innermost last.
+template <typename T, typename S, bool... kFlags>
+void forward_flags(Form form, const ForwardArgs<T, S>& args, int64_t begin, int64_t end) {
+  if constexpr (sizeof...(kFlags) == 3) {
+    dispatch_form(form, ForwardLoop<T, S, kFlags...>{args, begin, end});
+  } else {
+    constexpr size_t k = sizeof...(kFlags);
+    const bool flag = k == 0 ? args.h_trace != nullptr : k == 1 ? args.c.hard_reset : args.c.refractory > 0;
+    if (flag) {
+      forward_flags<T, S, kFlags..., true>(form, args, begin, end);
+    } else {
+      forward_flags<T, S, kFlags..., false>(form, args, begin, end);
+    }
+  }
+}
+
+}  // namespace
+
+template <typename T, typename S>
+void forward_range(Form form, const ForwardArgs<T, S>& args, int64_t begin, int64_t end) {
+  forward_flags<T, S>(form, args, begin, end);
+}
+
+template <typename T>
+void backward_range(Form form, const BackwardArgs<T>& args, int64_t begin, int64_t end) {
+  if (args.c.hard_reset) {
+    dispatch_form(form, BackwardLoop<T, true>{args, begin, end});
+  } else {
+    dispatch_form(form, BackwardLoop<T, false>{args, begin, end});
+  }
+}
+
+template void forward_range<float, float>(Form, const ForwardArgs<float, float>&, int64_t, int64_t);
+template void forward_range<float, uint8_t>(Form, const ForwardArgs<float, uint8_t>&, int64_t, int64_t);
+template void forward_range<double, double>(Form, const ForwardArgs<double, double>&, int64_t, int64_t);
+template void forward_range<double, uint8_t>(Form, const ForwardArgs<double, uint8_t>&, int64_t, int64_t);
+template void backward_range<float>(Form, const BackwardArgs<float>&, int64_t, int64_t);
+template void backward_range<double>(Form, const BackwardArgs<double>&, int64_t, int64_t);
+
+}  // namespace snn::neurons::detail::SNN_ISA

@@ -1,0 +1,18 @@
+#pragma once
+// The CPU loops over a range of neurons, compiled once per instruction set
+// (namespaces base and avx2; see neuron_cpu_loops.cpp).
+
+#include "kernels.h"
+
+namespace snn::neurons::detail {
+#define SNN_DECLARE_CPU_LOOPS(isa)                                                      \
+  namespace isa {                                                                       \
+  template <typename T, typename S>                                                     \
+  void forward_range(Form form, const ForwardArgs<T, S>& args, int64_t begin, int64_t end); \
+  template <typename T>                                                                 \
+  void backward_range(Form form, const BackwardArgs<T>& args, int64_t begin, int64_t end); \
+  }
+SNN_DECLARE_CPU_LOOPS(base)
+SNN_DECLARE_CPU_LOOPS(avx2)
+#undef SNN_DECLARE_CPU_LOOPS
+}  // namespace snn::neurons::detail

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The test suite under AddressSanitizer and UndefinedBehaviorSanitizer
+# (build directory build-asan, CUDA off: the sanitizers cover host code).
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+bash scripts/setup.sh
+bash scripts/build.sh build-asan -DSNN_SANITIZE=ON -DSNN_WITH_CUDA=OFF -DSNN_BUILD_BENCH=OFF \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# LibTorch itself is not instrumented: its allocations at exit are not ours
+# to report, and its operator new/delete pairs cross the boundary.
+export ASAN_OPTIONS="detect_leaks=0:alloc_dealloc_mismatch=0:abort_on_error=0:${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+bash scripts/ctest-quiet.sh build-asan -LE consumer

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs what snnsim needs to build and test on Debian 12, idempotently and
+# quietly when everything is already there:
+#   - Debian packages (compiler tools, HDF5, fmt, GoogleTest, CLI11, ...)
+#   - the project virtual environment .venv with torch (LibTorch) and the
+#     reference packages pinned in requirements*.txt
+# Run as root or with sudo available.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+apt_packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  python3 python3-venv python3-pip
+  libhdf5-dev hdf5-tools libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev
+)
+
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+
+missing=()
+for p in "${apt_packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  "${sudo_cmd[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# The virtual environment: rebuilt only when the requirement files change.
+python="${SNN_SETUP_PYTHON:-python3}"
+venv="$root/.venv"
+stamp="$venv/.snn-requirements"
+want="$(cat requirements.txt requirements-nodeps.txt | sha256sum | cut -d' ' -f1)"
+if [[ ! -x "$venv/bin/python" ]]; then
+  echo "setup: creating the virtual environment $venv"
+  "$python" -m venv "$venv"
+fi
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "setup: installing Python packages into $venv (torch is large: a few minutes the first time)"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -r requirements.txt
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
+  "$venv/bin/python" -c "import torch, spikingjelly.activation_based.neuron" >/dev/null
+  echo "$want" > "$stamp"
+fi

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh Debian 12 machine: installs what is
+# missing, builds, and runs every test. This is what CI runs (.ci/run).
+#
+#   1. a build with CUDA off (users without the toolkit) and its tests;
+#   2. the sanitizer build (ASan + UBSan) and its tests, unless
+#      SNN_SKIP_SANITIZE=1;
+#   3. the default build (CUDA AUTO) and its tests, including installing the
+#      package and building a consumer project with find_package(snn).
+# The output ends with ctest's summary line of the default build.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+jobs="${SNN_TEST_JOBS:-$(nproc)}"
+
+bash scripts/setup.sh
+
+echo "== CUDA off build (build-nocuda)"
+bash scripts/build.sh build-nocuda -DSNN_WITH_CUDA=OFF -DSNN_BUILD_BENCH=OFF
+bash scripts/ctest-quiet.sh build-nocuda -LE consumer
+
+if [[ "${SNN_SKIP_SANITIZE:-0}" != 1 ]]; then
+  echo "== sanitizer build (build-asan: ASan + UBSan)"
+  bash scripts/sanitize.sh
+fi
+
+echo "== default build (build)"
+bash scripts/build.sh build
+cd build
+ctest -j"$jobs" --output-on-failure --timeout 600
