@@ -55,10 +55,12 @@ CsvMatrix parse(const std::string& text, const std::string& name) {
     const std::vector<std::string> fields = split(line);
     if (first) {
       first = false;
+      // A header holds no number at all; a first row with some numbers and a
+      // typo is a data row with an error, never silently dropped.
       T probe;
-      bool any_text = false;
-      for (const auto& f : fields) any_text = any_text || (!f.empty() && !parse_number(f, probe));
-      if (any_text) {
+      bool any_number = false;
+      for (const auto& f : fields) any_number = any_number || parse_number(f, probe);
+      if (!any_number) {
         result.header = fields;
         cols = static_cast<int64_t>(fields.size());
         continue;

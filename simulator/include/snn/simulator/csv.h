@@ -16,7 +16,7 @@ struct CsvMatrix {
 
 /// Reads a numeric CSV file into a [rows, cols] tensor of dtype (float32 or
 /// float64; each field is parsed directly in that precision). An optional
-/// first line of column names is recognised by holding a non-number. Blank
+/// first line of column names is recognised by holding no number at all. Blank
 /// lines are skipped; fields may be padded with spaces; "\r\n" line ends are
 /// fine. Throws snn::Error naming the file, line and column for a missing or
 /// empty file, ragged rows, empty fields, non-numbers and non-finite values.

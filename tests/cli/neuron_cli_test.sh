@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# End-to-end tests of `snnsim neuron` as a user runs it.
+#   neuron_cli_test.sh SNNSIM EXAMPLE_CSV
+set -uo pipefail
+snnsim="$1"
+example="$2"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+pass=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { pass=$((pass + 1)); }
+
+# expect_error NAME EXPECTED_SUBSTRING ARGS...: exit code 2, one stderr line naming the problem.
+expect_error() {
+  local name="$1" want="$2"
+  shift 2
+  "$snnsim" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  local lines
+  lines=$(wc -l <"$tmp/err")
+  if [[ $rc -ne 2 ]]; then fail "$name: exit code $rc, expected 2 (stderr: $(cat "$tmp/err"))"; return; fi
+  if [[ $lines -ne 1 ]]; then fail "$name: $lines stderr lines, expected 1: $(cat "$tmp/err")"; return; fi
+  if ! grep -q -- "$want" "$tmp/err"; then fail "$name: stderr lacks '$want': $(cat "$tmp/err")"; return; fi
+  if [[ -s "$tmp/out" ]]; then fail "$name: wrote to stdout on error"; return; fi
+  ok
+}
+
+# The shipped example: header, one row per step and neuron, SpikingJelly's values.
+"$snnsim" neuron --input "$example" >"$tmp/trace.csv" 2>"$tmp/err" || fail "example run failed: $(cat "$tmp/err")"
+[[ "$(head -1 "$tmp/trace.csv")" == "t,neuron,h,s,v" ]] && ok || fail "header is '$(head -1 "$tmp/trace.csv")'"
+[[ $(wc -l <"$tmp/trace.csv") -eq 101 ]] && ok || fail "example: $(wc -l <"$tmp/trace.csv") lines, expected 101"
+# Columns 0 and 1 of the example are SpikingJelly's golden inputs 2.0 and 0.9
+# (float32: h at t=1 is 0.67499995, the shortest float that round-trips).
+grep -qx "0,0,1,1,0" "$tmp/trace.csv" && ok || fail "t=0 neuron 0 row missing"
+grep -qx "1,1,0.67499995,0,0.67499995" "$tmp/trace.csv" && ok || fail "float32 t=1 neuron 1 row missing"
+"$snnsim" neuron --input "$example" --dtype float64 >"$tmp/trace64.csv" || fail "float64 run failed"
+grep -qx "1,1,0.675,0,0.675" "$tmp/trace64.csv" && ok || fail "float64 t=1 neuron 1 row missing"
+
+# --output writes the file atomically and nothing to stdout.
+"$snnsim" neuron --input "$example" --output "$tmp/o.csv" >"$tmp/stdout" || fail "--output run failed"
+cmp -s "$tmp/o.csv" "$tmp/trace.csv" && ok || fail "--output differs from stdout output"
+[[ ! -s "$tmp/stdout" && ! -e "$tmp/o.csv.partial" ]] && ok || fail "--output left stdout text or a .partial file"
+
+# Models and options end to end.
+printf '1.0,0.5\n1.0,0.5\n1.0,0.5\n' >"$tmp/noheader.csv"
+"$snnsim" neuron --model if --input "$tmp/noheader.csv" >"$tmp/if.csv" || fail "IF run failed"
+grep -qx "0,0,1,1,0" "$tmp/if.csv" && grep -qx "1,1,1,1,0" "$tmp/if.csv" && ok || fail "IF integration wrong: $(cat "$tmp/if.csv")"
+"$snnsim" neuron --model if --v-reset none --v-threshold 0.75 --input "$tmp/noheader.csv" >"$tmp/soft.csv" || fail "soft run failed"
+grep -qx "0,0,1,1,0.25" "$tmp/soft.csv" && ok || fail "soft reset wrong: $(head -3 "$tmp/soft.csv")"
+"$snnsim" neuron --model if --refractory 1 --input "$tmp/noheader.csv" >"$tmp/ref.csv" || fail "refractory run failed"
+grep -qx "1,0,0,0,0" "$tmp/ref.csv" && grep -qx "2,0,1,1,0" "$tmp/ref.csv" && ok || fail "refractory wrong: $(cat "$tmp/ref.csv")"
+"$snnsim" neuron --model plif --tau 3 --decay-input false --input "$tmp/noheader.csv" >"$tmp/plif.csv" || fail "plif run failed"
+grep -qx "0,1,0.5,0,0.5" "$tmp/plif.csv" && ok || fail "plif wrong: $(head -3 "$tmp/plif.csv")"
+
+# Bad input: one clear line, exit code 2.
+printf 'a,b\n1,2\n3\n' >"$tmp/ragged.csv"
+expect_error "ragged rows" "line 3: 1 fields, but the header has 2" neuron --input "$tmp/ragged.csv"
+printf '1,2\n3,x4\n' >"$tmp/nan.csv"
+expect_error "non-number" "line 2, column 2: 'x4' is not a number" neuron --input "$tmp/nan.csv"
+printf '1,2\n3,inf\n' >"$tmp/inf.csv"
+expect_error "infinite value" "is not a finite number" neuron --input "$tmp/inf.csv"
+printf '1,,2\n' >"$tmp/emptyfield.csv"
+expect_error "empty field" "empty field" neuron --input "$tmp/emptyfield.csv"
+: >"$tmp/empty.csv"
+expect_error "empty file" "holds no data rows" neuron --input "$tmp/empty.csv"
+printf 'i0,i1\n' >"$tmp/headeronly.csv"
+expect_error "header only" "holds no data rows" neuron --input "$tmp/headeronly.csv"
+expect_error "missing file" "cannot open" neuron --input "$tmp/nope.csv"
+expect_error "missing --input" "input is required" neuron
+expect_error "bad model" "--model" neuron --model adex --input "$example"
+expect_error "bad dtype" "--dtype" neuron --dtype float16 --input "$example"
+expect_error "bad v-reset" "--v-reset: expected a number or 'none'" neuron --v-reset abc --input "$example"
+expect_error "bad decay-input" "--decay-input" neuron --decay-input maybe --input "$example"
+expect_error "tau below 1" "tau must be a finite number >= 1" neuron --tau 0.5 --input "$example"
+expect_error "plif tau 1" "initial tau must be a finite number > 1" neuron --model plif --tau 1 --input "$example"
+expect_error "negative refractory" "--refractory" neuron --refractory -1 --input "$example"
+expect_error "non-numeric tau" "--tau" neuron --tau fast --input "$example"
+expect_error "unknown flag" "--frobnicate" neuron --frobnicate --input "$example"
+expect_error "no subcommand" "subcommand" 
+expect_error "unwritable output" "cannot open output file" neuron --input "$example" --output "$tmp/no/such/dir/out.csv"
+
+"$snnsim" --help >/dev/null && ok || fail "--help failed"
+"$snnsim" neuron --help | grep -q -- "--v-reset" && ok || fail "neuron --help lacks --v-reset"
+
+echo "$pass passed, $failures failed"
+[[ $failures -eq 0 ]]
