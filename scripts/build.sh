@@ -10,8 +10,8 @@ shift || true
 # ccache keys on paths relative to the build directory, so build trees of
 # any name (and fresh clones) share one cache.
 export CCACHE_BASEDIR="$root"
-log="$build.log"
 mkdir -p "$build"
+log="$build/build.log"
 if [[ ! -f "$build/build.ninja" || $# -gt 0 ]]; then
   if ! cmake -S "$root" -B "$build" -G Ninja "$@" >"$log" 2>&1; then
     cat "$log" >&2
