@@ -57,44 +57,51 @@ torch::Tensor check_unit_interval(const torch::Tensor& x, const std::string& wha
   return clamp ? x.clamp(lo, hi) : x;
 }
 
-torch::Tensor poisson_encode(const torch::Tensor& x_in, const torch::Tensor& sample_index, int64_t first_step,
-                             int64_t steps, const PoissonEncoderOptions& o) {
-  check_float(x_in, "poisson encoder");
-  TORCH_CHECK(x_in.dim() >= 1, "poisson encoder input must be [B, ...], got a 0-dim tensor");
+namespace {
+
+// p: [S, B, ...] with S = 1 (the same input every step) or S = steps.
+torch::Tensor poisson_impl(const torch::Tensor& p_in, const torch::Tensor& sample_index, int64_t first_step,
+                           int64_t steps, const PoissonEncoderOptions& o) {
+  check_float(p_in, "poisson encoder");
+  TORCH_CHECK(p_in.dim() >= 2, "poisson encoder input must be [B, ...], got a 0-dim tensor");
   TORCH_CHECK(steps >= 0 && first_step >= 0 && first_step + steps <= (int64_t{1} << 32),
               "poisson encoder steps must lie in [0, 2^32), got first_step ", first_step, " and steps ", steps);
-  const int64_t batch = x_in.size(0);
+  const int64_t batch = p_in.size(1);
   TORCH_CHECK(sample_index.dim() == 1 && sample_index.size(0) == batch, "poisson encoder needs one sample index per ",
               "sample: got sample_index of shape ", sample_index.sizes(), " for a batch of ", batch);
   TORCH_CHECK(o.dt_ms() > 0 && std::isfinite(o.dt_ms()), "poisson encoder dt_ms must be positive, got ", o.dt_ms());
   const bool hz = o.unit() == RateUnit::kHertz;
   const double hi = hz ? 1000.0 / o.dt_ms() : 1.0;
-  const torch::Tensor x = check_unit_interval(x_in, hz ? "poisson encoder (rates in Hz)" : "poisson encoder", o.clamp(),
-                                              0.0, hi)
+  const bool per_step = p_in.size(0) > 1;
+  // Checked once per call on the distinct values, not per step.
+  const torch::Tensor p = check_unit_interval(per_step ? p_in : p_in[0], hz ? "poisson encoder (rates in Hz)" : "poisson encoder",
+                                              o.clamp(), 0.0, hi)
                               .contiguous();
-  const torch::Tensor samples = sample_index.to(x.device(), torch::kLong).contiguous();
+  const torch::Tensor samples = sample_index.to(p.device(), torch::kLong).contiguous();
   TORCH_CHECK(samples.numel() == 0 || samples.min().item<int64_t>() >= 0, "sample indices must be >= 0");
-  const torch::ScalarType sdt = o.spike_dtype().value_or(x.scalar_type());
-  TORCH_CHECK(sdt == x.scalar_type() || sdt == torch::kBool, "spike dtype must be the input's or bool, got ", sdt);
+  const torch::ScalarType sdt = o.spike_dtype().value_or(p.scalar_type());
+  TORCH_CHECK(sdt == p.scalar_type() || sdt == torch::kBool, "spike dtype must be the input's or bool, got ", sdt);
   std::vector<int64_t> out_shape{steps};
-  for (auto s : x.sizes()) out_shape.push_back(s);
-  torch::Tensor out = torch::empty(out_shape, x.options().dtype(sdt));
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_poisson", [&] {
+  for (int64_t d = 1; d < p_in.dim(); ++d) out_shape.push_back(p_in.size(d));
+  torch::Tensor out = torch::empty(out_shape, p.options().dtype(sdt));
+  const int64_t features = batch ? p_in[0].numel() / batch : 0;
+  AT_DISPATCH_FLOATING_TYPES(p.scalar_type(), "snn_poisson", [&] {
     auto launch = [&](auto spike_tag) {
       using S = decltype(spike_tag);
       encoders::detail::PoissonArgs<scalar_t, S> a;
-      a.p = x.data_ptr<scalar_t>();
+      a.p = p.data_ptr<scalar_t>();
+      a.p_step_stride = per_step ? batch * features : 0;
       a.sample = samples.data_ptr<int64_t>();
       a.out = static_cast<S*>(out.data_ptr());  // bool tensors as uint8_t (vectorisable stores)
       a.batch = batch;
-      a.features = batch ? x.numel() / batch : 0;
+      a.features = features;
       a.steps = steps;
       a.first_step = first_step;
       a.seed = o.seed();
       a.scale = static_cast<scalar_t>(hz ? o.dt_ms() / 1000.0 : 1.0);
-      if (x.is_cuda()) {
+      if (p.is_cuda()) {
 #if SNN_WITH_CUDA
-        const c10::cuda::CUDAGuard guard(x.device());
+        const c10::cuda::CUDAGuard guard(p.device());
         encoders::detail::poisson_cuda(a, at::cuda::getCurrentCUDAStream().stream());
 #else
         throw Error("a CUDA tensor reached the Poisson encoder, but snnsim was built without CUDA support");
@@ -110,6 +117,23 @@ torch::Tensor poisson_encode(const torch::Tensor& x_in, const torch::Tensor& sam
     }
   });
   return out;
+}
+
+}  // namespace
+
+torch::Tensor poisson_encode(const torch::Tensor& x, const torch::Tensor& sample_index, int64_t first_step,
+                             int64_t steps, const PoissonEncoderOptions& o) {
+  TORCH_CHECK(x.dim() >= 1, "poisson encoder input must be [B, ...], got a 0-dim tensor");
+  return poisson_impl(x.unsqueeze(0), sample_index, first_step, steps, o);
+}
+
+torch::Tensor poisson_encode_sequence(const torch::Tensor& x_seq, const torch::Tensor& sample_index,
+                                      int64_t first_step, const PoissonEncoderOptions& o) {
+  TORCH_CHECK(x_seq.dim() >= 2, "poisson encoder sequence input must be [T, B, ...], got shape ", x_seq.sizes());
+  const int64_t steps = x_seq.size(0);
+  // A constant input expanded over time (stride 0) is encoded from its one copy.
+  if (steps > 1 && x_seq.stride(0) == 0) return poisson_impl(x_seq.narrow(0, 0, 1), sample_index, first_step, steps, o);
+  return poisson_impl(x_seq, sample_index, first_step, steps, o);
 }
 
 torch::Tensor latency_encode(const torch::Tensor& x_in, const LatencyEncoderOptions& o) {
@@ -149,11 +173,31 @@ torch::Tensor regular_encode(const torch::Tensor& x_in, int64_t first_step, int6
 }  // namespace functional
 
 torch::Tensor PoissonEncoderImpl::forward(const torch::Tensor& x) {
-  TORCH_CHECK(x.dim() >= 1, "poisson encoder input must be [B, ...]");
-  const torch::Tensor samples = torch::arange(sample_offset_, sample_offset_ + x.size(0), torch::kLong);
-  torch::Tensor out = encode(x, samples, step_, 1)[0];
-  ++step_;
+  const bool multi = options.step_mode() == StepMode::kMulti;
+  TORCH_CHECK(x.dim() >= (multi ? 2 : 1), "poisson encoder input must be ", multi ? "[T, B, ...]" : "[B, ...]",
+              ", got shape ", x.sizes());
+  const int64_t batch = multi ? x.size(1) : x.size(0);
+  const torch::Tensor samples = sample_index_.defined()
+                                    ? sample_index_
+                                    : torch::arange(sample_offset_, sample_offset_ + batch, torch::kLong);
+  torch::Tensor out = multi ? functional::poisson_encode_sequence(x, samples, step_, options)
+                            : encode(x, samples, step_, 1)[0];
+  step_ += multi ? x.size(0) : 1;
   return out;
+}
+
+std::vector<torch::Tensor> PoissonEncoderImpl::save_state() const {
+  return {torch::tensor(step_), sample_index_.defined() ? sample_index_ : torch::Tensor()};
+}
+
+void PoissonEncoderImpl::load_state(const std::vector<torch::Tensor>& state) {
+  if (state.empty()) {
+    reset_state();
+    return;
+  }
+  TORCH_CHECK(state.size() == 2, "a Poisson encoder's state is {step, sample_index}, got ", state.size(), " tensors");
+  step_ = state[0].item<int64_t>();
+  sample_index_ = state[1];
 }
 
 torch::Tensor PoissonEncoderImpl::encode(const torch::Tensor& x, const torch::Tensor& sample_index, int64_t first_step,

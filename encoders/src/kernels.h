@@ -9,10 +9,11 @@
 namespace snn::encoders::detail {
 
 /// Poisson spikes for `steps` steps from first_step on: out[t, b, e] =
-/// (uniform(seed, sample[b], first_step + t, e) < p[b, e] * scale).
+/// (uniform(seed, sample[b], first_step + t, e) < p[t, b, e] * scale).
 template <typename T, typename S>
 struct PoissonArgs {
-  const T* p = nullptr;            ///< [batch, features] probability (or rate)
+  const T* p = nullptr;            ///< [steps or 1, batch, features] probability (or rate)
+  int64_t p_step_stride = 0;       ///< elements between steps of p; 0 = the same input every step
   const int64_t* sample = nullptr; ///< [batch] global sample index
   S* out = nullptr;                ///< [steps, batch, features]
   int64_t batch = 0;

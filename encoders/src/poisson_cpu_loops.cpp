@@ -68,8 +68,8 @@ void poisson_range(const PoissonArgs<T, S>& a, int64_t b0, int64_t b1) {
   const T scale = a.scale;
   for (int64_t b = b0; b < b1; ++b) {
     const uint64_t sample = static_cast<uint64_t>(a.sample[b]);
-    const T* __restrict__ p = a.p + b * a.features;
     for (int64_t t = 0; t < a.steps; ++t) {
+      const T* __restrict__ p = a.p + t * a.p_step_stride + b * a.features;
       const uint32_t step = static_cast<uint32_t>(a.first_step + t);
       S* __restrict__ out = a.out + (t * a.batch + b) * a.features;
       for (int64_t k = 0; k < tiles; ++k) {

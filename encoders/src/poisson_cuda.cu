@@ -19,8 +19,8 @@ __global__ void poisson_kernel(PoissonArgs<T, S> a, int64_t groups) {
   const int64_t b = i / groups;
   const uint32_t g = static_cast<uint32_t>(i % groups);
   const uint64_t sample = static_cast<uint64_t>(a.sample[b]);
-  const T* p = a.p + b * a.features;
   for (int64_t t = 0; t < a.steps; ++t) {
+    const T* p = a.p + t * a.p_step_stride + b * a.features;
     const Philox4x32 r = draw_group(a.seed, sample, static_cast<uint32_t>(a.first_step + t), g);
     S* out = a.out + (t * a.batch + b) * a.features;
     for (int j = 0; j < 4; ++j) {

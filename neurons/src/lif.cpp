@@ -13,6 +13,17 @@ torch::Tensor NeuronLayer::multi_step(const torch::Tensor& x_seq, NeuronTrace* t
   return functional::neuron_multistep(x_seq, state_, params(), rate(), trace, spike_dtype);
 }
 
+std::vector<torch::Tensor> NeuronLayer::save_state() const {
+  if (!state_.defined()) return {};
+  return {state_.v, state_.refractory};
+}
+
+void NeuronLayer::load_state(const std::vector<torch::Tensor>& state) {
+  TORCH_CHECK(state.empty() || state.size() == 2, "a neuron layer's state is {v, refractory}, got ", state.size(),
+              " tensors");
+  state_ = state.empty() ? NeuronState{} : NeuronState{state[0], state[1]};
+}
+
 namespace {
 void print_common(std::ostream& os, double v_threshold, const std::optional<double>& v_reset, bool detach_reset,
                   const Surrogate& surrogate, int64_t refractory) {

@@ -229,3 +229,38 @@ TEST(Poisson, BaselineAndAvx2LoopsGiveIdenticalSpikes) {
 
 }  // namespace
 }  // namespace snn
+
+namespace snn {
+namespace {
+
+TEST(Poisson, SequenceInputUsesEachStepsValues) {
+  const torch::Tensor x = torch::rand({3, 40});
+  const torch::Tensor ids = torch::tensor({5, 9, 2});
+  // A constant input expanded over time is the constant encoding.
+  const torch::Tensor expanded = functional::poisson_encode_sequence(x.unsqueeze(0).expand({6, 3, 40}), ids, 2);
+  EXPECT_TRUE(torch::equal(expanded, functional::poisson_encode(x, ids, 2, 6)));
+  // A time-varying input: step t draws against x_seq[t].
+  const torch::Tensor seq = torch::stack({torch::zeros({3, 40}), torch::ones({3, 40}), x});
+  const torch::Tensor s = functional::poisson_encode_sequence(seq, ids, 0);
+  EXPECT_EQ(s[0].sum().item<float>(), 0.f);
+  EXPECT_EQ(s[1].sum().item<float>(), 120.f);
+  EXPECT_TRUE(torch::equal(s[2], functional::poisson_encode(x, ids, 2, 1)[0]));
+}
+
+TEST(Poisson, ModuleInMultiStepModeFollowsSetTime) {
+  PoissonEncoder enc(PoissonEncoderOptions().seed(3).step_mode(StepMode::kMulti));
+  const torch::Tensor x = torch::rand({4, 25});
+  const torch::Tensor ids = torch::tensor({10, 11, 12, 13});
+  enc->set_time(7, ids);
+  const torch::Tensor block = enc->forward(x.unsqueeze(0).expand({3, 4, 25}));
+  EXPECT_TRUE(torch::equal(block, functional::poisson_encode(x, ids, 7, 3, enc->options)));
+  EXPECT_EQ(enc->step_count(), 10);
+  const auto saved = enc->save_state();
+  enc->reset_state();
+  EXPECT_EQ(enc->step_count(), 0);
+  enc->load_state(saved);
+  EXPECT_EQ(enc->step_count(), 10);
+}
+
+}  // namespace
+}  // namespace snn

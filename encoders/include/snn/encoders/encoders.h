@@ -19,6 +19,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "snn/core/temporal.h"
 
 namespace snn {
 
@@ -41,6 +44,8 @@ struct PoissonEncoderOptions {
   TORCH_ARG(bool, clamp) = false;
   /// dtype of the spikes: the input's (default) or torch::kBool.
   TORCH_ARG(std::optional<torch::ScalarType>, spike_dtype) = std::nullopt;
+  /// Meaning of forward(x): one step of [B, ...] (default) or a block [T, B, ...].
+  TORCH_ARG(StepMode, step_mode) = StepMode::kSingle;
 };
 
 /// Options of SpikingJelly's latency encoder.
@@ -74,6 +79,12 @@ torch::Tensor check_unit_interval(const torch::Tensor& x, const std::string& wha
 torch::Tensor poisson_encode(const torch::Tensor& x, const torch::Tensor& sample_index, int64_t first_step,
                              int64_t steps, const PoissonEncoderOptions& options = {});
 
+/// Poisson spikes [T, B, ...] for steps first_step .. first_step + T - 1 of a
+/// time-varying input x_seq [T, B, ...] (step t uses x_seq[t]). A constant
+/// input expanded over time (x.expand({T, ...}), stride 0) costs no copy.
+torch::Tensor poisson_encode_sequence(const torch::Tensor& x_seq, const torch::Tensor& sample_index,
+                                      int64_t first_step, const PoissonEncoderOptions& options = {});
+
 /// Latency-coded spikes [T, B, ...] for x [B, ...].
 torch::Tensor latency_encode(const torch::Tensor& x, const LatencyEncoderOptions& options = {});
 
@@ -84,21 +95,31 @@ torch::Tensor regular_encode(const torch::Tensor& x, int64_t first_step, int64_t
 
 }  // namespace functional
 
-/// Poisson encoder module. forward(x) encodes one step and advances an
-/// internal step counter (reset_state() rewinds it); samples are numbered
-/// sample_offset + 0 .. B-1 unless encode() is given explicit indices.
-class PoissonEncoderImpl : public torch::nn::Cloneable<PoissonEncoderImpl> {
+/// Poisson encoder module. forward(x) encodes the next step ([B, ...]) or
+/// the next block of steps ([T, B, ...], StepMode::kMulti) and advances its
+/// step counter. Samples are numbered sample_offset + 0 .. B-1, unless a
+/// driver (the model pipeline) says otherwise through set_time().
+class PoissonEncoderImpl : public torch::nn::Cloneable<PoissonEncoderImpl>, public Temporal {
  public:
   explicit PoissonEncoderImpl(PoissonEncoderOptions options = {}) : options(std::move(options)) {}
   void reset() override {}
-  /// One step: x [B, ...] -> spikes [B, ...].
   torch::Tensor forward(const torch::Tensor& x);
-  /// Spikes [steps, B, ...] for explicit global sample indices [B].
+  /// Spikes [steps, B, ...] of a constant input for explicit global sample indices [B].
   torch::Tensor encode(const torch::Tensor& x, const torch::Tensor& sample_index, int64_t first_step,
                        int64_t steps) const;
-  /// Rewinds the step counter to 0.
-  void reset_state() { step_ = 0; }
-  /// Global index of the first sample of the next batches given to forward(). Default 0.
+  /// Rewinds the step counter to 0 and forgets indices given by set_time().
+  void reset_state() override {
+    step_ = 0;
+    sample_index_ = torch::Tensor();
+  }
+  std::vector<torch::Tensor> save_state() const override;
+  void load_state(const std::vector<torch::Tensor>& state) override;
+  /// The next forward covers steps from first_step on, of these samples.
+  void set_time(int64_t first_step, const torch::Tensor& sample_index) override {
+    step_ = first_step;
+    sample_index_ = sample_index;
+  }
+  /// Global index of the first sample of the batches given to forward(). Default 0.
   void set_sample_offset(int64_t offset) { sample_offset_ = offset; }
   int64_t step_count() const { return step_; }
   void pretty_print(std::ostream& stream) const override;
@@ -107,6 +128,7 @@ class PoissonEncoderImpl : public torch::nn::Cloneable<PoissonEncoderImpl> {
  private:
   int64_t step_ = 0;
   int64_t sample_offset_ = 0;
+  torch::Tensor sample_index_;
 };
 TORCH_MODULE(PoissonEncoder);
 

@@ -19,15 +19,10 @@
 
 #include <optional>
 
+#include "snn/core/temporal.h"
 #include "snn/neurons/functional.h"
 
 namespace snn {
-
-/// What forward(x) means: one step on [B, ...] or T steps on [T, B, ...].
-enum class StepMode {
-  kSingle,  ///< forward(x): x is one step [B, ...]
-  kMulti,   ///< forward(x): x is a sequence [T, B, ...]
-};
 
 /// Options of a LIF layer.
 struct LIFOptions {
@@ -74,9 +69,8 @@ struct ParametricLIFOptions {
 
 /// Behaviour shared by the neuron modules: state handling and the single-
 /// and multi-step passes over the fused kernels.
-class NeuronLayer {
+class NeuronLayer : public Temporal {
  public:
-  virtual ~NeuronLayer() = default;
 
   /// One step: x [B, ...] -> spikes [B, ...] in x's dtype.
   torch::Tensor step(const torch::Tensor& x);
@@ -85,7 +79,10 @@ class NeuronLayer {
   torch::Tensor multi_step(const torch::Tensor& x_seq, NeuronTrace* trace = nullptr,
                            std::optional<torch::ScalarType> spike_dtype = std::nullopt);
   /// Forgets v and the refractory counts; the next call may use any shape.
-  void reset_state() { state_ = NeuronState{}; }
+  void reset_state() override { state_ = NeuronState{}; }
+  /// {v, refractory counts}, or {} after a reset.
+  std::vector<torch::Tensor> save_state() const override;
+  void load_state(const std::vector<torch::Tensor>& state) override;
   /// The state after the last step (undefined tensors after a reset).
   const NeuronState& state() const { return state_; }
   /// The layer's dynamics as the functional API takes them.
