@@ -6,6 +6,8 @@
 #include "snn/encoders/encoders.h"
 #include "snn/neurons/functional.h"
 #include "snn/neurons/lif.h"
+#include "snn/neurons/linear.h"
 #include "snn/neurons/surrogate.h"
+#include "snn/pipeline/model_pipeline.h"
 #include "snn/simulator/csv.h"
 #include "snn/simulator/neuron_sim.h"

@@ -1,0 +1,61 @@
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "snn/core/cpu_isa.h"
+#include "snn/core/error.h"
+#include "snn/neurons/linear.h"
+
+namespace snn {
+namespace {
+
+TEST(Linear, RowResultsDoNotDependOnBatchingThreadsOrIsa) {
+  torch::manual_seed(1);
+  Linear fc(784, 37);
+  const torch::Tensor x = (torch::rand({32, 64, 784}) < 0.2).to(torch::kFloat);  // [T, B, in] spikes
+  const torch::Tensor all = fc->forward(x);
+  EXPECT_EQ(all.sizes(), (std::vector<int64_t>{32, 64, 37}));
+  // One sample at one step alone, and blocks of other shapes.
+  EXPECT_TRUE(torch::equal(fc->forward(x[5][17].unsqueeze(0))[0], all[5][17]));
+  EXPECT_TRUE(torch::equal(fc->forward(x.narrow(1, 3, 7)), all.narrow(1, 3, 7)));
+  EXPECT_TRUE(torch::equal(fc->forward(x.narrow(0, 2, 3)), all.narrow(0, 2, 3)));
+  const int saved = at::get_num_threads();
+  at::set_num_threads(1);
+  const torch::Tensor one = fc->forward(x);
+  at::set_num_threads(saved);
+  EXPECT_TRUE(torch::equal(one, all));
+  set_cpu_isa(CpuIsa::kBaseline);
+  const torch::Tensor base = fc->forward(x);
+  set_cpu_isa(CpuIsa::kAuto);
+  EXPECT_TRUE(torch::equal(base, all));
+}
+
+TEST(Linear, AgreesWithTorchLinearAndItsGradients) {
+  torch::manual_seed(2);
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    Linear fc(50, 20);
+    fc->to(dtype);
+    const torch::Tensor x = torch::randn({6, 50}, dtype).requires_grad_();  // dense input too
+    const torch::Tensor y = fc->forward(x);
+    const torch::Tensor y_ref = torch::nn::functional::linear(x, fc->weight, fc->bias);
+    const double tol = dtype == torch::kFloat ? 1e-5 : 1e-12;
+    EXPECT_TRUE(torch::allclose(y, y_ref, tol, tol));
+    const torch::Tensor g = torch::randn({6, 20}, dtype);
+    const auto grads = torch::autograd::grad({y}, {x, fc->weight, fc->bias}, {g});
+    const auto grads_ref = torch::autograd::grad({y_ref}, {x, fc->weight, fc->bias}, {g});
+    for (size_t i = 0; i < grads.size(); ++i) EXPECT_TRUE(torch::allclose(grads[i], grads_ref[i], tol, tol)) << i;
+  }
+}
+
+TEST(Linear, WithoutBiasAndBadShapes) {
+  Linear fc(LinearOptions(4, 3).bias(false));
+  EXPECT_FALSE(fc->bias.defined());
+  EXPECT_EQ(fc->parameters().size(), 1u);
+  EXPECT_TRUE(torch::equal(fc->forward(torch::zeros({2, 4})), torch::zeros({2, 3})));
+  EXPECT_THROW(fc->forward(torch::zeros({2, 5})), c10::Error);
+  EXPECT_THROW(fc->forward(torch::zeros({2, 4}, torch::kDouble)), c10::Error);
+  EXPECT_THROW(Linear(0, 3), Error);
+}
+
+}  // namespace
+}  // namespace snn
