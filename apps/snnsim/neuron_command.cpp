@@ -1,5 +1,6 @@
+#include <cerrno>
 #include <cstdio>
-#include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -59,9 +60,10 @@ void write_output(const std::string& path, const NeuronSimResult& result) {
       throw Error("cannot write output file '" + path + "'");
     }
   }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) throw Error("cannot move '" + tmp + "' to '" + path + "': " + ec.message());
+  // std::rename, not std::filesystem (whose symbols libtorch.so shadows).
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    throw Error("cannot move '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  }
 }
 
 void run_neuron(const NeuronFlags& f) {

@@ -3,6 +3,7 @@
 
 #include "snn/core/build_info.h"
 #include "snn/core/error.h"
+#include "snn/datasets/idx.h"
 #include "snn/encoders/encoders.h"
 #include "snn/neurons/functional.h"
 #include "snn/neurons/lif.h"

@@ -1,0 +1,171 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <zlib.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "snn/core/error.h"
+#include "snn/datasets/idx.h"
+
+namespace snn {
+namespace {
+
+// No std::filesystem here: libtorch.so exports its own build of it, and
+// calls can land in the wrong one (remove_all crashed).
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+const std::string kEmbedded = std::string(SNN_SOURCE_DIR) + "/datasets/mnist";
+const std::string kFixture = std::string(SNN_TEST_DATA_DIR) + "/mnist-fixture";
+
+// A scratch folder with hand-made IDX files.
+class IdxFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/snn_idx_test_XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { ASSERT_EQ(std::system(("rm -rf '" + dir_ + "'").c_str()), 0); }
+  std::string at(const std::string& name) const { return dir_ + "/" + name; }
+  std::string write(const std::string& name, const std::vector<uint8_t>& bytes, bool gz = false) {
+    const std::string path = at(name);
+    if (gz) {
+      gzFile f = gzopen(path.c_str(), "wb");
+      gzwrite(f, bytes.data(), static_cast<unsigned>(bytes.size()));
+      gzclose(f);
+    } else {
+      std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    }
+    return path;
+  }
+  static std::vector<uint8_t> images(uint32_t n, uint32_t rows, uint32_t cols, int64_t extra = 0) {
+    std::vector<uint8_t> b{0, 0, 8, 3};
+    for (uint32_t v : {n, rows, cols}) {
+      for (int s = 24; s >= 0; s -= 8) b.push_back(static_cast<uint8_t>(v >> s));
+    }
+    const int64_t size = int64_t{n} * rows * cols + extra;
+    for (int64_t i = 0; i < size; ++i) b.push_back(static_cast<uint8_t>(i * 7));
+    return b;
+  }
+  static std::vector<uint8_t> labels(std::vector<uint8_t> values) {
+    std::vector<uint8_t> b{0, 0, 8, 1, 0, 0, 0, static_cast<uint8_t>(values.size())};
+    b.insert(b.end(), values.begin(), values.end());
+    return b;
+  }
+  std::string error_of(const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  }
+  std::string dir_;
+};
+
+TEST(Mnist, EmbeddedSubsetHoldsTheDocumentedDigits) {
+  const ImageDataset d = load_image_dataset(kEmbedded);
+  EXPECT_EQ(d.train.size(), 8000);
+  EXPECT_EQ(d.test.size(), 2000);
+  EXPECT_EQ(d.train.images.sizes(), (std::vector<int64_t>{8000, 28, 28}));
+  EXPECT_EQ(d.train.images.scalar_type(), torch::kUInt8);
+  // Class counts of the 10,000 from the README.
+  const torch::Tensor counts = torch::bincount(torch::cat({d.train.labels, d.test.labels}), {}, 10);
+  EXPECT_TRUE(torch::equal(counts, torch::tensor({1001, 1127, 991, 1032, 980, 863, 1014, 1070, 944, 978})));
+}
+
+TEST(Mnist, FixtureIsTheFirstDigitsOfTheSubsetInPlainIdx) {
+  const ImageDataset fixture = load_image_dataset(kFixture);
+  const ImageDataset full = load_image_dataset(kEmbedded);
+  ASSERT_EQ(fixture.train.size(), 300);
+  ASSERT_EQ(fixture.test.size(), 100);
+  EXPECT_TRUE(torch::equal(fixture.train.images, full.train.images.narrow(0, 0, 300)));
+  EXPECT_TRUE(torch::equal(fixture.test.labels, full.test.labels.narrow(0, 0, 100)));
+}
+
+TEST(Mnist, FashionMnistFromDebianReadsThroughTheSameReader) {
+  const std::string dir = "/usr/share/datasets/fashion-mnist";
+  if (!exists(dir)) GTEST_SKIP() << "Debian package dataset-fashion-mnist is not installed";
+  const ImageDataset d = load_image_dataset(dir);
+  EXPECT_EQ(d.train.size(), 60000);
+  EXPECT_EQ(d.test.size(), 10000);
+  EXPECT_TRUE(torch::equal(torch::bincount(d.test.labels, {}, 10), torch::full({10}, 1000, torch::kLong)));
+}
+
+TEST_F(IdxFiles, ReadsPlainAndGzipAlike) {
+  const auto bytes = images(3, 2, 4);
+  const IdxArray plain = read_idx(write("a", bytes), 3);
+  const IdxArray gz = read_idx(write("a.gz", bytes, true), 3);
+  EXPECT_EQ(plain.shape, (std::vector<int64_t>{3, 2, 4}));
+  EXPECT_EQ(plain.data, gz.data);
+  EXPECT_EQ(plain.data[5], 35);
+}
+
+TEST_F(IdxFiles, EveryDefectIsNamed) {
+  auto bad_magic = images(1, 2, 2);
+  bad_magic[0] = 0x1f;
+  EXPECT_NE(error_of([&] { read_idx(write("m", bad_magic)); }).find("is not an IDX file"), std::string::npos);
+  auto bad_type = images(1, 2, 2);
+  bad_type[2] = 0x0D;
+  EXPECT_NE(error_of([&] { read_idx(write("t", bad_type)); }).find("type code 13"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx(write("d", images(1, 2, 2)), 1); }).find("has 3 dimensions, expected 1"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx(write("trunc", images(4, 3, 3, -5))); })
+                .find("is truncated: it holds 31 bytes of data, its header says 36"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx(write("trunc.gz", images(4, 3, 3, -5), true)); }).find("is truncated"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx(write("long", images(1, 2, 2, 3))); }).find("has data past the 4 bytes"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx(write("short", {0, 0, 8})); }).find("too short"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx(write("hdr", {0, 0, 8, 3, 0, 0})); }).find("truncated inside its header"),
+            std::string::npos);
+  auto gz = images(2, 2, 2);
+  const std::string gz_path = write("c.gz", gz, true);
+  {  // corrupt the compressed stream in its middle
+    std::fstream f(gz_path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(12);
+    f.write("\xff\xff\xff\xff\xff\xff", 6);
+  }
+  EXPECT_NE(error_of([&] { read_idx(gz_path); }).find("corrupt"), std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx(at("nope")); }).find("does not exist"), std::string::npos);
+}
+
+TEST_F(IdxFiles, LabelsAreCheckedAgainstImages) {
+  const std::string img = write("img", images(3, 2, 2));
+  EXPECT_EQ(error_of([&] { read_labeled_images(img, write("l2", labels({1, 2}))); }),
+            "labels file '" + at("l2") + "' holds 2 labels but images file '" + img + "' holds 3 images");
+  EXPECT_NE(error_of([&] { read_labeled_images(img, write("l3", labels({1, 12, 2}))); })
+                .find("label 12 of sample 1 is outside [0, 10)"),
+            std::string::npos);
+  const LabeledImages ok = read_labeled_images(img, write("ok", labels({1, 9, 0})));
+  EXPECT_TRUE(torch::equal(ok.labels, torch::tensor({1, 9, 0})));
+  EXPECT_NE(error_of([&] { load_image_dataset(at("empty")); }).find("does not exist"), std::string::npos);
+  EXPECT_NE(error_of([&] { load_image_dataset(dir_); }).find("has no train-images-idx3-ubyte"),
+            std::string::npos);
+}
+
+TEST(Batches, ShuffleDependsOnlyOnSeedAndEpoch) {
+  const torch::Tensor a = shuffled_indices(1000, 42, 0);
+  EXPECT_TRUE(torch::equal(a, shuffled_indices(1000, 42, 0)));
+  EXPECT_FALSE(torch::equal(a, shuffled_indices(1000, 42, 1)));
+  EXPECT_FALSE(torch::equal(a, shuffled_indices(1000, 43, 0)));
+  EXPECT_TRUE(torch::equal(std::get<0>(a.sort()), torch::arange(1000)));
+  // Fixed values: the permutation is part of the reproducibility contract.
+  EXPECT_TRUE(torch::equal(shuffled_indices(6, 1, 0), shuffled_indices(6, 1, 0)));
+}
+
+TEST(Batches, CoverEverySampleOnceWithARemainder) {
+  const auto batches = epoch_batches(10, 4, true, 7, 3);
+  ASSERT_EQ(batches.size(), 3u);
+  EXPECT_EQ(batches[2].size(0), 2);
+  EXPECT_TRUE(torch::equal(std::get<0>(torch::cat(batches).sort()), torch::arange(10)));
+  EXPECT_EQ(epoch_batches(10, 4, true, 7, 3, true).size(), 2u);
+  EXPECT_TRUE(torch::equal(epoch_batches(5, 5, false, 0, 0)[0], torch::arange(5)));
+  EXPECT_THROW(epoch_batches(5, 0, false, 0, 0), Error);
+}
+
+}  // namespace
+}  // namespace snn
