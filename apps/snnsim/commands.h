@@ -12,5 +12,9 @@ using Run = std::function<void()>;
 
 /// `snnsim neuron`: one layer driven by an input-current CSV.
 Run add_neuron_command(CLI::App& app);
+/// `snnsim train`: surrogate-gradient training to an HDF5 checkpoint.
+Run add_train_command(CLI::App& app);
+/// `snnsim run`: simulate a data split with a checkpoint.
+Run add_run_command(CLI::App& app);
 
 }  // namespace snn::app

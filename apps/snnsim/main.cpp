@@ -30,6 +30,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::vector<snn::app::Run> runs;
   runs.push_back(snn::app::add_neuron_command(app));
+  runs.push_back(snn::app::add_train_command(app));
+  runs.push_back(snn::app::add_run_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

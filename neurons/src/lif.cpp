@@ -5,12 +5,12 @@
 namespace snn {
 
 torch::Tensor NeuronLayer::step(const torch::Tensor& x) {
-  return functional::neuron_multistep(x.unsqueeze(0), state_, params(), rate()).squeeze(0);
+  return counted(functional::neuron_multistep(x.unsqueeze(0), state_, params(), rate()).squeeze(0));
 }
 
 torch::Tensor NeuronLayer::multi_step(const torch::Tensor& x_seq, NeuronTrace* trace,
                                       std::optional<torch::ScalarType> spike_dtype) {
-  return functional::neuron_multistep(x_seq, state_, params(), rate(), trace, spike_dtype);
+  return counted(functional::neuron_multistep(x_seq, state_, params(), rate(), trace, spike_dtype));
 }
 
 std::vector<torch::Tensor> NeuronLayer::save_state() const {

@@ -8,37 +8,44 @@
 
 namespace snn {
 
-std::shared_ptr<NeuronLayer> make_neuron_layer(const NeuronParams& p) {
+namespace {
+template <typename Holder>
+NeuronModule wrap(Holder holder) {
+  return NeuronModule{torch::nn::AnyModule(holder), holder.ptr()};
+}
+}  // namespace
+
+NeuronModule make_neuron_layer(const NeuronParams& p, StepMode mode) {
   p.validate();
   switch (p.model) {
     case NeuronModel::kIF:
-      return IF(IFOptions()
-                    .v_threshold(p.v_threshold)
-                    .v_reset(p.v_reset)
-                    .detach_reset(p.detach_reset)
-                    .surrogate(p.surrogate)
-                    .refractory(p.refractory))
-          .ptr();
+      return wrap(IF(IFOptions()
+                         .v_threshold(p.v_threshold)
+                         .v_reset(p.v_reset)
+                         .detach_reset(p.detach_reset)
+                         .surrogate(p.surrogate)
+                         .refractory(p.refractory)
+                         .step_mode(mode)));
     case NeuronModel::kLIF:
-      return LIF(LIFOptions()
-                     .tau(p.tau)
-                     .decay_input(p.decay_input)
-                     .v_threshold(p.v_threshold)
-                     .v_reset(p.v_reset)
-                     .detach_reset(p.detach_reset)
-                     .surrogate(p.surrogate)
-                     .refractory(p.refractory))
-          .ptr();
+      return wrap(LIF(LIFOptions()
+                          .tau(p.tau)
+                          .decay_input(p.decay_input)
+                          .v_threshold(p.v_threshold)
+                          .v_reset(p.v_reset)
+                          .detach_reset(p.detach_reset)
+                          .surrogate(p.surrogate)
+                          .refractory(p.refractory)
+                          .step_mode(mode)));
     case NeuronModel::kParametricLIF:
-      return ParametricLIF(ParametricLIFOptions()
-                               .init_tau(p.tau)
-                               .decay_input(p.decay_input)
-                               .v_threshold(p.v_threshold)
-                               .v_reset(p.v_reset)
-                               .detach_reset(p.detach_reset)
-                               .surrogate(p.surrogate)
-                               .refractory(p.refractory))
-          .ptr();
+      return wrap(ParametricLIF(ParametricLIFOptions()
+                                    .init_tau(p.tau)
+                                    .decay_input(p.decay_input)
+                                    .v_threshold(p.v_threshold)
+                                    .v_reset(p.v_reset)
+                                    .detach_reset(p.detach_reset)
+                                    .surrogate(p.surrogate)
+                                    .refractory(p.refractory)
+                                    .step_mode(mode)));
   }
   throw InternalError("unknown neuron model");
 }
@@ -48,7 +55,7 @@ NeuronSimResult simulate_neuron_layer(const torch::Tensor& currents, const Neuro
     throw Error("input currents must be a [steps, neurons] matrix, got " + std::to_string(currents.dim()) +
                 " dimensions");
   }
-  const auto layer = make_neuron_layer(params);
+  const auto layer = make_neuron_layer(params).layer;
   torch::NoGradGuard no_grad;
   NeuronTrace trace;
   NeuronSimResult r;

@@ -88,6 +88,14 @@ class NeuronLayer : public Temporal {
   /// The layer's dynamics as the functional API takes them.
   virtual NeuronParams params() const = 0;
 
+  /// Opt-in spike counting for firing rates (a reduction per call, so off by
+  /// default): while on, every call adds its spikes to spikes_counted().
+  void set_count_spikes(bool on) {
+    count_spikes_ = on;
+    spikes_counted_ = 0;
+  }
+  double spikes_counted() const { return spikes_counted_; }
+
  protected:
   /// PLIF's k = sigmoid(w); undefined for the others.
   virtual torch::Tensor rate() const { return {}; }
@@ -96,7 +104,13 @@ class NeuronLayer : public Temporal {
   }
 
  private:
+  torch::Tensor counted(torch::Tensor spikes) {
+    if (count_spikes_) spikes_counted_ += spikes.detach().sum().item<double>();
+    return spikes;
+  }
   NeuronState state_;
+  bool count_spikes_ = false;
+  double spikes_counted_ = 0;
 };
 
 /// Leaky integrate-and-fire layer.

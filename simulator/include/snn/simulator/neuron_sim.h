@@ -1,6 +1,7 @@
 #pragma once
 /// Simulating one neuron layer from an input-current matrix (`snnsim neuron`).
 
+#include <torch/nn/modules/container/any.h>
 #include <torch/types.h>
 
 #include <memory>
@@ -17,8 +18,14 @@ struct NeuronSimResult {
   torch::Tensor v;  ///< potential after reset
 };
 
+/// A neuron module both as a module (for containers) and as a NeuronLayer.
+struct NeuronModule {
+  torch::nn::AnyModule module;
+  std::shared_ptr<NeuronLayer> layer;
+};
+
 /// The module for params (LIF, IF or parametric LIF with init tau = params.tau).
-std::shared_ptr<NeuronLayer> make_neuron_layer(const NeuronParams& params);
+NeuronModule make_neuron_layer(const NeuronParams& params, StepMode mode = StepMode::kSingle);
 
 /// Runs the layer described by params from reset over currents [T, N]
 /// (float32 or float64), one fused multi-step pass.

@@ -1,0 +1,287 @@
+// `snnsim train` and `snnsim run`: argument parsing and reporting around
+// the simulator library's training and evaluation loops.
+
+#include <ATen/Parallel.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "commands.h"
+#include "snn/core/build_info.h"
+#include "snn/core/error.h"
+#include "snn/datasets/idx.h"
+#include "snn/simulator/checkpoint.h"
+#include "snn/simulator/training.h"
+
+namespace snn::app {
+namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, ',')) out.push_back(part);
+  return out;
+}
+
+std::vector<int64_t> parse_balance(const std::string& text) {
+  std::vector<int64_t> out;
+  for (const auto& p : split_list(text)) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(p, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != p.size()) throw Error("--balance: expected layer counts like 2,1, got '" + text + "'");
+    out.push_back(v);
+  }
+  return out;
+}
+
+// Flags that place and time the simulation (train and run).
+struct SimFlags {
+  std::string devices = "cpu";
+  std::string balance;
+  int64_t steps_per_tick = 0;
+  int threads = 0;
+  std::string data_dir = SNN_DEFAULT_DATA_DIR;
+  int64_t batch_size = 64;
+};
+
+void add_sim_flags(CLI::App* cmd, SimFlags& f) {
+  cmd->add_option("--devices", f.devices, "Pipeline stages' devices, comma-separated (cpu, cuda:N)")->capture_default_str();
+  cmd->add_option("--balance", f.balance, "Layers per stage, comma-separated (default: even split)");
+  cmd->add_option("--steps-per-tick", f.steps_per_tick, "Steps per pipeline block K (0 = T)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", f.threads, "LibTorch intra-op threads (0 = LibTorch's default)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--data-dir", f.data_dir, "Folder with MNIST-format IDX files (plain or .gz)")->capture_default_str();
+  cmd->add_option("--batch-size", f.batch_size, "Samples per batch")->capture_default_str()->check(CLI::PositiveNumber);
+}
+
+void apply_sim_flags(const SimFlags& f, NetworkConfig& c) {
+  c.devices = split_list(f.devices);
+  c.balance = f.balance.empty() ? std::vector<int64_t>{} : parse_balance(f.balance);
+  c.steps_per_tick = f.steps_per_tick;
+  if (f.threads > 0) at::set_num_threads(f.threads);
+  c.validate();
+}
+
+// A progress line redrawn in place on a terminal; nothing otherwise.
+class Progress {
+ public:
+  explicit Progress(std::string label) : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) != 0) {}
+  void update(int64_t done, int64_t total, double loss) {
+    if (!tty_) return;
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
+    const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0;
+    const int width = 30;
+    const int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+    std::cerr << fmt::format("\r{} [{}{}] {}/{} loss {:.4f} {:.0f} samples/s ETA {:.0f}s ", label_,
+                             std::string(filled, '#'), std::string(width - filled, '.'), done, total, loss, rate, eta)
+              << std::flush;
+  }
+  void finish() {
+    if (tty_) std::cerr << "\r" << std::string(100, ' ') << "\r" << std::flush;
+  }
+
+ private:
+  std::string label_;
+  bool tty_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+struct TrainFlags {
+  std::string layers = "784-256-10";
+  std::string model = "lif";
+  double tau = 2.0;
+  std::string decay_input = "true";
+  double v_threshold = 1.0;
+  std::string v_reset = "0";
+  int64_t refractory = 0;
+  std::string surrogate = "atan";
+  int64_t steps = 8;
+  uint64_t seed = 0;
+  int64_t epochs = 10;
+  double lr = 1e-3;
+  std::string loss = "mse";
+  int64_t limit = -1;
+  std::string checkpoint = "snnsim-checkpoint.h5";
+  SimFlags sim;
+};
+
+void run_train(const TrainFlags& f) {
+  NetworkConfig c;
+  c.layers = NetworkConfig::parse_layers(f.layers);
+  c.neuron.model = parse_neuron_model(f.model);
+  c.neuron.tau = f.tau;
+  c.neuron.decay_input = f.decay_input == "true";
+  c.neuron.v_threshold = f.v_threshold;
+  if (f.v_reset == "none") {
+    c.neuron.v_reset = std::nullopt;
+  } else {
+    try {
+      std::size_t used = 0;
+      c.neuron.v_reset = std::stod(f.v_reset, &used);
+      if (used != f.v_reset.size()) throw Error("");
+    } catch (const std::exception&) {
+      throw Error("--v-reset: expected a number or 'none' (soft reset), got '" + f.v_reset + "'");
+    }
+  }
+  c.neuron.refractory = f.refractory;
+  c.neuron.surrogate = Surrogate::parse(f.surrogate);
+  c.steps = f.steps;
+  c.seed = f.seed;
+  apply_sim_flags(f.sim, c);
+  TrainOptions o;
+  o.batch_size = f.sim.batch_size;
+  o.lr = f.lr;
+  o.loss = parse_loss(f.loss);
+  o.shuffle_seed = f.seed;
+  o.limit = f.limit;
+  const ImageDataset data = load_image_dataset(f.sim.data_dir, c.layers.back());
+  SpikingNetwork net(c);
+  net.prepare_input(data.train.images.narrow(0, 0, 1));  // input size check before any output
+  Trainer trainer(net, o);
+  std::cout << fmt::format("training {} on {} ({} train / {} test samples), T = {}, {} threads\n", f.layers,
+                           f.sim.data_dir, o.limit < 0 ? data.train.size() : std::min(o.limit, data.train.size()),
+                           data.test.size(), c.steps, at::get_num_threads())
+            << std::flush;
+  for (int64_t e = 0; e < f.epochs; ++e) {
+    Progress progress(fmt::format("epoch {}/{}", e + 1, f.epochs));
+    const EpochStats s =
+        trainer.train_epoch(data.train, e, [&](int64_t d, int64_t t, double l) { progress.update(d, t, l); });
+    progress.finish();
+    const EvalResult test = evaluate(net, data.test, f.sim.batch_size);
+    std::cout << fmt::format("epoch {}/{}: train loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}, {:.1f} s\n",
+                             e + 1, f.epochs, s.loss, s.train_accuracy, test.accuracy, s.seconds)
+              << std::flush;
+    save_checkpoint(f.checkpoint, net, e + 1);
+  }
+  std::cout << "checkpoint: " << f.checkpoint << "\n";
+}
+
+struct RunFlags {
+  std::string checkpoint;
+  std::string split = "test";
+  int64_t steps = 0;
+  int64_t limit = -1;
+  std::string summary;
+  SimFlags sim;
+};
+
+void run_run(const RunFlags& f) {
+  LoadedCheckpoint ckpt = load_checkpoint(f.checkpoint);
+  NetworkConfig c = ckpt.network->config();
+  if (f.steps > 0) c.steps = f.steps;
+  apply_sim_flags(f.sim, c);
+  // Rebuild with the run's settings and the checkpoint's parameters.
+  SpikingNetwork net(c);
+  {
+    torch::NoGradGuard no_grad;
+    const auto src = ckpt.network->named_parameters();
+    const auto dst = net.named_parameters();
+    for (size_t i = 0; i < dst.size(); ++i) dst[i].second.copy_(src[i].second);
+  }
+  const ImageDataset data = load_image_dataset(f.sim.data_dir, c.layers.back());
+  const LabeledImages& split = f.split == "train" ? data.train : data.test;
+  const auto t0 = std::chrono::steady_clock::now();
+  const EvalResult r = evaluate(net, split, f.sim.batch_size, f.limit);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cout << fmt::format("{} split: {} samples, T = {}, accuracy {:.4f} ({:.1f} s)\n", f.split, r.samples, c.steps,
+                           r.accuracy, secs);
+  for (size_t i = 0; i < r.firing_rate.size(); ++i) {
+    std::cout << fmt::format("layer {} ({} neurons): mean firing rate {:.4f} spikes/neuron/step\n", i + 1,
+                             c.layers[i + 1], r.firing_rate[i]);
+  }
+  std::cout << "accuracy by step t:";
+  for (double a : r.accuracy_by_step) std::cout << fmt::format(" {:.4f}", a);
+  std::cout << "\n";
+  if (!f.summary.empty()) {
+    nlohmann::json j{{"checkpoint", f.checkpoint},
+                     {"data_dir", f.sim.data_dir},
+                     {"split", f.split},
+                     {"samples", r.samples},
+                     {"steps", c.steps},
+                     {"accuracy", r.accuracy},
+                     {"accuracy_by_step", r.accuracy_by_step},
+                     {"firing_rate", r.firing_rate},
+                     {"tie_rule", "argmax of output spike counts; ties go to the lowest class index"},
+                     {"seconds", secs},
+                     {"threads", at::get_num_threads()},
+                     {"snnsim_version", kVersion},
+                     {"config", nlohmann::json::parse(c.to_json())}};
+    std::ofstream out(f.summary);
+    if (!out) throw Error("cannot write summary '" + f.summary + "'");
+    out << j.dump(2) << "\n";
+    if (!out) throw Error("cannot write summary '" + f.summary + "'");
+  }
+}
+
+}  // namespace
+
+Run add_train_command(CLI::App& app) {
+  auto f = std::make_shared<TrainFlags>();
+  CLI::App* cmd = app.add_subcommand("train",
+                                     "Train a fully connected spiking network on MNIST-format images with "
+                                     "surrogate-gradient BPTT (Adam), saving an HDF5 checkpoint after every epoch");
+  cmd->add_option("--layers", f->layers, "Layer sizes, input first")->capture_default_str();
+  cmd->add_option("--model", f->model, "Neuron model: lif, if or plif")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"lif", "if", "plif"}));
+  cmd->add_option("--tau", f->tau, "Membrane time constant in steps")->capture_default_str();
+  cmd->add_option("--decay-input", f->decay_input, "true or false")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"true", "false"}));
+  cmd->add_option("--v-threshold", f->v_threshold, "Firing threshold")->capture_default_str();
+  cmd->add_option("--v-reset", f->v_reset, "Hard reset value or 'none'")->capture_default_str();
+  cmd->add_option("--refractory", f->refractory, "Refractory period in steps")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--surrogate", f->surrogate, "sigmoid[:alpha] or atan[:alpha]")->capture_default_str();
+  cmd->add_option("--T", f->steps, "Steps per sample")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", f->seed, "Seed of weights, encoder and batch order")->capture_default_str();
+  cmd->add_option("--epochs", f->epochs, "Epochs")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--lr", f->lr, "Adam learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--loss", f->loss, "mse (rates vs one-hot) or ce (cross-entropy on counts)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mse", "ce"}));
+  cmd->add_option("--limit", f->limit, "Train on the first N samples only (-1: all)")->capture_default_str();
+  cmd->add_option("--checkpoint", f->checkpoint, "Output checkpoint (HDF5)")->capture_default_str();
+  add_sim_flags(cmd, f->sim);
+  return [cmd, f] {
+    if (cmd->parsed()) run_train(*f);
+  };
+}
+
+Run add_run_command(CLI::App& app) {
+  auto f = std::make_shared<RunFlags>();
+  CLI::App* cmd = app.add_subcommand("run",
+                                     "Simulate a data split through a trained network for T steps: accuracy, "
+                                     "firing rate per layer and accuracy as a function of t");
+  cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint written by snnsim train")->required();
+  cmd->add_option("--split", f->split, "test or train")->capture_default_str()->check(CLI::IsMember({"test", "train"}));
+  cmd->add_option("--T", f->steps, "Steps per sample (0: the checkpoint's)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--limit", f->limit, "Simulate the first N samples only (-1: all)")->capture_default_str();
+  cmd->add_option("--summary", f->summary, "Write the results as JSON to this file");
+  add_sim_flags(cmd, f->sim);
+  return [cmd, f] {
+    if (cmd->parsed()) run_run(*f);
+  };
+}
+
+}  // namespace snn::app

@@ -1,0 +1,66 @@
+#pragma once
+/// Fully connected spiking networks for rate-coded image classification:
+/// a Poisson encoder, then (snn::Linear, neuron layer) pairs, split into
+/// model-pipeline stages over devices.
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "snn/encoders/encoders.h"
+#include "snn/neurons/functional.h"
+#include "snn/neurons/lif.h"
+#include "snn/neurons/linear.h"
+#include "snn/pipeline/model_pipeline.h"
+
+namespace snn {
+
+/// Everything that defines a network and how it is simulated.
+struct NetworkConfig {
+  std::vector<int64_t> layers{784, 256, 10};  ///< sizes, input first; default 784-256-10
+  NeuronParams neuron;                        ///< every neuron layer's dynamics; default LIF tau 2
+  uint64_t seed = 0;                          ///< weight initialisation and encoder seed; default 0
+  int64_t steps = 8;                          ///< T, steps per sample; default 8
+  int64_t steps_per_tick = 0;                 ///< K; 0 = T (layer by layer); default 0
+  std::vector<std::string> devices{"cpu"};    ///< one per stage, e.g. {"cpu","cpu"} or {"cuda:0","cuda:1"}
+  std::vector<int64_t> balance;               ///< synapse+neuron layers per stage; empty = even split
+
+  /// Throws snn::Error naming the first bad value.
+  void validate() const;
+  /// Parses "784-256-10"; throws snn::Error on anything else.
+  static std::vector<int64_t> parse_layers(const std::string& text);
+  /// The config as a JSON document (for checkpoints and run summaries), and back.
+  std::string to_json() const;
+  static NetworkConfig from_json(const std::string& json);
+};
+
+/// The modules of a network: encoder, then Linear and neuron layers.
+class SpikingNetwork {
+ public:
+  explicit SpikingNetwork(const NetworkConfig& config);
+
+  const NetworkConfig& config() const { return config_; }
+  /// Parameters named like named_parameters() of a Sequential over
+  /// (encoder, fc0, lif0, fc1, lif1, ...): "fc0.weight", "fc0.bias", ...
+  std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
+  std::vector<torch::Tensor> parameters() const;
+  /// A pipeline over config.devices with config.balance (built anew; the
+  /// modules are shared, so training through it updates this network).
+  ModelPipeline make_pipeline() const;
+  /// Neuron layers in order (for firing rates and state).
+  const std::vector<std::shared_ptr<NeuronLayer>>& neuron_layers() const { return neurons_; }
+  /// Input images [B, ...] uint8 or float in [0, 1] -> [B, features] float32.
+  torch::Tensor prepare_input(const torch::Tensor& images) const;
+
+ private:
+  NetworkConfig config_;
+  PoissonEncoder encoder_{nullptr};
+  std::vector<Linear> synapses_;
+  std::vector<torch::nn::AnyModule> neuron_modules_;
+  std::vector<std::shared_ptr<NeuronLayer>> neurons_;
+};
+
+}  // namespace snn

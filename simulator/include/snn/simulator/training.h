@@ -1,0 +1,76 @@
+#pragma once
+/// Surrogate-gradient training (BPTT through the pipeline's
+/// constant_forward) and evaluation of a SpikingNetwork on labelled images.
+
+#include <torch/optim/adam.h>
+#include <torch/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "snn/datasets/idx.h"
+#include "snn/simulator/network.h"
+
+namespace snn {
+
+/// The training loss.
+enum class Loss {
+  kMse,           ///< MSE between firing rates (counts / T) and one-hot labels (SpikingJelly's)
+  kCrossEntropy,  ///< cross-entropy on the output spike counts
+};
+Loss parse_loss(const std::string& name);  ///< "mse" or "ce"
+
+/// Options of train_epoch.
+struct TrainOptions {
+  int64_t batch_size = 64;   ///< samples per optimiser step; default 64
+  double lr = 1e-3;          ///< Adam learning rate; default 1e-3
+  Loss loss = Loss::kMse;    ///< default MSE on rates
+  uint64_t shuffle_seed = 0; ///< batch order of epoch e is a function of (shuffle_seed, e)
+  int64_t limit = -1;        ///< use only the first `limit` samples (-1: all)
+};
+
+/// What one epoch of training measured.
+struct EpochStats {
+  int64_t epoch = 0;
+  double loss = 0;            ///< mean over samples
+  double train_accuracy = 0;  ///< on the batches as trained (before each step)
+  int64_t samples = 0;
+  double seconds = 0;
+};
+
+/// Adam over a network's parameters, one epoch at a time.
+class Trainer {
+ public:
+  Trainer(SpikingNetwork& network, TrainOptions options);
+  /// One pass over data (shuffled by (shuffle_seed, epoch)); progress(done,
+  /// total, running loss) is called after every batch when given.
+  EpochStats train_epoch(const LabeledImages& data, int64_t epoch,
+                         const std::function<void(int64_t, int64_t, double)>& progress = {});
+
+ private:
+  SpikingNetwork& net_;
+  TrainOptions options_;
+  ModelPipeline pipe_;
+  std::unique_ptr<torch::optim::Adam> adam_;
+};
+
+/// What a simulation of a data split measured.
+struct EvalResult {
+  int64_t samples = 0;
+  double accuracy = 0;                    ///< prediction = argmax of the T-step counts
+  std::vector<double> accuracy_by_step;   ///< [T]: using the counts up to step t (t = 1..T)
+  std::vector<double> firing_rate;        ///< per neuron layer: spikes / (samples * T * neurons)
+  torch::Tensor counts;                   ///< [samples, classes] output spike counts
+  torch::Tensor predictions;              ///< [samples] int64
+  torch::Tensor labels;                   ///< [samples] int64
+};
+
+/// Simulates every sample of data (or the first `limit`) for T steps through
+/// the network's pipeline, in batches of batch_size. Predictions take the
+/// class with the most output spikes; ties go to the lowest class index (so
+/// a sample with no output spike is predicted as class 0).
+EvalResult evaluate(SpikingNetwork& network, const LabeledImages& data, int64_t batch_size, int64_t limit = -1);
+
+}  // namespace snn

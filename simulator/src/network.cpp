@@ -1,0 +1,193 @@
+#include "snn/simulator/network.h"
+
+#include <torch/nn/modules/container/sequential.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "snn/core/error.h"
+#include "snn/simulator/neuron_sim.h"
+
+namespace snn {
+
+using nlohmann::json;
+
+std::vector<int64_t> NetworkConfig::parse_layers(const std::string& text) {
+  std::vector<int64_t> sizes;
+  std::stringstream in(text);
+  std::string part;
+  while (std::getline(in, part, '-')) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != part.size() || v < 1) {
+      throw Error("layer sizes must look like 784-256-10 (positive integers joined by '-'), got '" + text + "'");
+    }
+    sizes.push_back(v);
+  }
+  if (sizes.size() < 2) throw Error("layer sizes need an input and at least one layer, got '" + text + "'");
+  return sizes;
+}
+
+void NetworkConfig::validate() const {
+  if (layers.size() < 2) throw Error("a network needs an input size and at least one layer");
+  for (auto s : layers) {
+    if (s < 1) throw Error("layer sizes must be >= 1, got " + std::to_string(s));
+  }
+  neuron.validate();
+  if (steps < 1) throw Error("T (steps per sample) must be >= 1, got " + std::to_string(steps));
+  if (steps_per_tick < 0) throw Error("steps per tick must be >= 1 (or 0 for T), got " + std::to_string(steps_per_tick));
+  if (devices.empty()) throw Error("at least one device is needed");
+  const int64_t units = static_cast<int64_t>(layers.size()) - 1;
+  if (static_cast<int64_t>(devices.size()) > units) {
+    throw Error(std::to_string(devices.size()) + " devices (stages) for " + std::to_string(units) +
+                " layers: at most one stage per layer");
+  }
+  for (const auto& d : devices) {
+    try {
+      const torch::Device dev(d);
+      if (!dev.is_cpu() && !dev.is_cuda()) throw Error("");
+    } catch (const std::exception&) {
+      throw Error("device '" + d + "' is not cpu or cuda:N");
+    }
+  }
+  if (!balance.empty()) {
+    if (balance.size() != devices.size()) {
+      throw Error("balance has " + std::to_string(balance.size()) + " entries but there are " +
+                  std::to_string(devices.size()) + " devices");
+    }
+    int64_t sum = 0;
+    for (auto b : balance) {
+      if (b < 1) throw Error("every stage needs at least one layer; balance holds " + std::to_string(b));
+      sum += b;
+    }
+    if (sum != units) {
+      throw Error("balance assigns " + std::to_string(sum) + " layers but the network has " + std::to_string(units));
+    }
+  }
+}
+
+namespace {
+json neuron_to_json(const NeuronParams& p) {
+  return json{{"model", to_string(p.model)},
+              {"tau", p.tau},
+              {"decay_input", p.decay_input},
+              {"v_threshold", p.v_threshold},
+              {"v_reset", p.v_reset ? json(*p.v_reset) : json(nullptr)},
+              {"detach_reset", p.detach_reset},
+              {"surrogate", p.surrogate.kind == SurrogateKind::kSigmoid ? "sigmoid" : "atan"},
+              {"alpha", p.surrogate.alpha},
+              {"refractory", p.refractory}};
+}
+
+NeuronParams neuron_from_json(const json& j) {
+  NeuronParams p;
+  p.model = parse_neuron_model(j.at("model").get<std::string>());
+  p.tau = j.at("tau").get<double>();
+  p.decay_input = j.at("decay_input").get<bool>();
+  p.v_threshold = j.at("v_threshold").get<double>();
+  p.v_reset = j.at("v_reset").is_null() ? std::nullopt : std::optional<double>(j.at("v_reset").get<double>());
+  p.detach_reset = j.at("detach_reset").get<bool>();
+  p.surrogate = Surrogate::parse(j.at("surrogate").get<std::string>());
+  p.surrogate.alpha = j.at("alpha").get<double>();
+  p.refractory = j.at("refractory").get<int64_t>();
+  return p;
+}
+}  // namespace
+
+std::string NetworkConfig::to_json() const {
+  const json j{{"layers", layers},   {"neuron", neuron_to_json(neuron)}, {"seed", seed},
+               {"steps", steps},     {"steps_per_tick", steps_per_tick}, {"devices", devices},
+               {"balance", balance}};
+  return j.dump(2);
+}
+
+NetworkConfig NetworkConfig::from_json(const std::string& text) {
+  NetworkConfig c;
+  try {
+    const json j = json::parse(text);
+    c.layers = j.at("layers").get<std::vector<int64_t>>();
+    c.neuron = neuron_from_json(j.at("neuron"));
+    c.seed = j.at("seed").get<uint64_t>();
+    c.steps = j.at("steps").get<int64_t>();
+    c.steps_per_tick = j.at("steps_per_tick").get<int64_t>();
+    c.devices = j.at("devices").get<std::vector<std::string>>();
+    c.balance = j.at("balance").get<std::vector<int64_t>>();
+  } catch (const json::exception& e) {
+    throw Error(std::string("network config: ") + e.what());
+  }
+  c.validate();
+  return c;
+}
+
+SpikingNetwork::SpikingNetwork(const NetworkConfig& config) : config_(config) {
+  config_.validate();
+  // Weights depend only on the seed (LibTorch's global generator, reseeded).
+  torch::manual_seed(static_cast<uint64_t>(config_.seed));
+  PoissonEncoderOptions enc;
+  enc.seed(config_.seed).step_mode(StepMode::kMulti);
+  encoder_ = PoissonEncoder(enc);
+  for (size_t i = 0; i + 1 < config_.layers.size(); ++i) {
+    synapses_.emplace_back(config_.layers[i], config_.layers[i + 1]);
+    NeuronModule n = make_neuron_layer(config_.neuron, StepMode::kMulti);
+    neuron_modules_.push_back(n.module);
+    neurons_.push_back(n.layer);
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> SpikingNetwork::named_parameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (size_t i = 0; i < synapses_.size(); ++i) {
+    for (const auto& p : synapses_[i]->named_parameters()) out.emplace_back("fc" + std::to_string(i) + "." + p.key(), p.value());
+    for (const auto& p : neuron_modules_[i].ptr()->named_parameters()) {
+      out.emplace_back("lif" + std::to_string(i) + "." + p.key(), p.value());
+    }
+  }
+  return out;
+}
+
+std::vector<torch::Tensor> SpikingNetwork::parameters() const {
+  std::vector<torch::Tensor> out;
+  for (const auto& p : named_parameters()) out.push_back(p.second);
+  return out;
+}
+
+ModelPipeline SpikingNetwork::make_pipeline() const {
+  const int64_t stages = static_cast<int64_t>(config_.devices.size());
+  const int64_t units = static_cast<int64_t>(synapses_.size());
+  std::vector<int64_t> balance = config_.balance;
+  if (balance.empty()) {
+    for (int64_t s = 0; s < stages; ++s) balance.push_back(units / stages + (s < units % stages ? 1 : 0));
+  }
+  ModelPipeline pipe(PipelineOptions().steps_per_tick(config_.steps_per_tick > 0 ? config_.steps_per_tick
+                                                                                 : config_.steps));
+  size_t next = 0;
+  for (int64_t s = 0; s < stages; ++s) {
+    torch::nn::Sequential seq;
+    if (s == 0) seq->push_back(encoder_);
+    for (int64_t i = 0; i < balance[s]; ++i, ++next) {
+      seq->push_back(synapses_[next]);
+      seq->push_back(neuron_modules_[next]);
+    }
+    pipe.append(seq, torch::Device(config_.devices[s]));
+  }
+  return pipe;
+}
+
+torch::Tensor SpikingNetwork::prepare_input(const torch::Tensor& images) const {
+  TORCH_CHECK(images.dim() >= 1, "images must be [B, ...]");
+  torch::Tensor x = images.scalar_type() == torch::kUInt8 ? images.to(torch::kFloat).div(255.0) : images.to(torch::kFloat);
+  x = x.reshape({images.size(0), -1});
+  if (x.size(1) != config_.layers.front()) {
+    throw Error("the network's input size is " + std::to_string(config_.layers.front()) + " but the images have " +
+                std::to_string(x.size(1)) + " values each");
+  }
+  return x;
+}
+
+}  // namespace snn

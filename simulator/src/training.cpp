@@ -1,0 +1,105 @@
+#include "snn/simulator/training.h"
+
+#include <torch/nn/functional/loss.h>
+#include <torch/optim/adam.h>
+
+#include <chrono>
+
+#include "snn/core/error.h"
+
+namespace snn {
+
+Loss parse_loss(const std::string& name) {
+  if (name == "mse") return Loss::kMse;
+  if (name == "ce") return Loss::kCrossEntropy;
+  throw Error("unknown loss '" + name + "': expected mse or ce");
+}
+
+namespace {
+int64_t used_samples(const LabeledImages& data, int64_t limit) {
+  if (data.size() == 0) throw Error("the data split holds no samples");
+  return limit < 0 ? data.size() : std::min(limit, data.size());
+}
+}  // namespace
+
+Trainer::Trainer(SpikingNetwork& network, TrainOptions options)
+    : net_(network), options_(options), pipe_(network.make_pipeline()) {
+  if (options_.batch_size < 1) throw Error("batch size must be >= 1, got " + std::to_string(options_.batch_size));
+  if (!(options_.lr > 0)) throw Error("learning rate must be positive, got " + std::to_string(options_.lr));
+  adam_ = std::make_unique<torch::optim::Adam>(net_.parameters(), torch::optim::AdamOptions(options_.lr));
+}
+
+EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
+                                const std::function<void(int64_t, int64_t, double)>& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const int64_t n = used_samples(data, options_.limit);
+  const int64_t T = net_.config().steps;
+  const int64_t classes = net_.config().layers.back();
+  EpochStats stats;
+  stats.epoch = epoch;
+  double loss_sum = 0;
+  int64_t correct = 0;
+  for (const torch::Tensor& idx : epoch_batches(n, options_.batch_size, true, options_.shuffle_seed, epoch)) {
+    const torch::Tensor x = net_.prepare_input(data.images.index_select(0, idx));
+    const torch::Tensor y = data.labels.index_select(0, idx);
+    adam_->zero_grad();
+    const torch::Tensor counts = pipe_.constant_forward(x, T, true, idx).to(torch::kCPU);
+    torch::Tensor loss;
+    if (options_.loss == Loss::kMse) {
+      const torch::Tensor target = torch::one_hot(y, classes).to(torch::kFloat);
+      loss = torch::nn::functional::mse_loss(counts / static_cast<double>(T), target);
+    } else {
+      loss = torch::nn::functional::cross_entropy(counts, y);
+    }
+    loss.backward();
+    adam_->step();
+    const int64_t b = idx.size(0);
+    loss_sum += loss.item<double>() * static_cast<double>(b);
+    correct += counts.argmax(1).eq(y).sum().item<int64_t>();
+    stats.samples += b;
+    if (progress) progress(stats.samples, n, loss_sum / static_cast<double>(stats.samples));
+  }
+  stats.loss = loss_sum / static_cast<double>(stats.samples);
+  stats.train_accuracy = static_cast<double>(correct) / static_cast<double>(stats.samples);
+  stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return stats;
+}
+
+EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batch_size, int64_t limit) {
+  if (batch_size < 1) throw Error("batch size must be >= 1, got " + std::to_string(batch_size));
+  const int64_t n = used_samples(data, limit);
+  const int64_t T = net.config().steps;
+  torch::NoGradGuard no_grad;
+  ModelPipeline pipe = net.make_pipeline();
+  for (const auto& layer : net.neuron_layers()) layer->set_count_spikes(true);
+  std::vector<torch::Tensor> counts;
+  torch::Tensor correct_by_step = torch::zeros({T}, torch::kLong);
+  for (const torch::Tensor& idx : epoch_batches(n, batch_size, false, 0, 0)) {
+    const torch::Tensor x = net.prepare_input(data.images.index_select(0, idx));
+    const torch::Tensor y = data.labels.index_select(0, idx);
+    const torch::Tensor per_step = pipe.constant_forward(x, T, false, idx).to(torch::kCPU);  // [T, B, C]
+    // Counts up to each step in time order: exact integers in float32.
+    const torch::Tensor cumulative = per_step.cumsum(0);
+    correct_by_step += cumulative.argmax(2).eq(y.unsqueeze(0)).sum(1);
+    counts.push_back(cumulative[T - 1]);
+  }
+  EvalResult r;
+  r.samples = n;
+  r.counts = torch::cat(counts);
+  r.labels = data.labels.narrow(0, 0, n);
+  // torch::argmax returns the first maximal index: ties go to the lowest class.
+  r.predictions = r.counts.argmax(1);
+  r.accuracy = r.predictions.eq(r.labels).sum().item<double>() / static_cast<double>(n);
+  for (int64_t t = 0; t < T; ++t) {
+    r.accuracy_by_step.push_back(correct_by_step[t].item<double>() / static_cast<double>(n));
+  }
+  const auto& layers = net.config().layers;
+  for (size_t i = 0; i < net.neuron_layers().size(); ++i) {
+    const double slots = static_cast<double>(n) * static_cast<double>(T) * static_cast<double>(layers[i + 1]);
+    r.firing_rate.push_back(net.neuron_layers()[i]->spikes_counted() / slots);
+    net.neuron_layers()[i]->set_count_spikes(false);
+  }
+  return r;
+}
+
+}  // namespace snn

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# End-to-end tests of `snnsim train` and `snnsim run` on the MNIST fixture.
+#   network_cli_test.sh SNNSIM FIXTURE_DIR PYTHON
+set -uo pipefail
+snnsim="$1"
+fixture="$2"
+python="$3"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+pass=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { pass=$((pass + 1)); }
+
+expect_error() {
+  local name="$1" want="$2"
+  shift 2
+  "$snnsim" "$@" >"$tmp/out" 2>"$tmp/err"
+  local rc=$?
+  if [[ $rc -ne 2 ]]; then fail "$name: exit code $rc, expected 2 ($(cat "$tmp/err"))"; return; fi
+  if [[ $(wc -l <"$tmp/err") -ne 1 ]]; then fail "$name: stderr is not one line: $(cat "$tmp/err")"; return; fi
+  grep -q -- "$want" "$tmp/err" && ok || fail "$name: stderr lacks '$want': $(cat "$tmp/err")"
+}
+
+common=(--data-dir "$fixture" --layers 784-48-10 --T 4 --batch-size 32 --threads 1 --v-threshold 0.5)
+"$snnsim" train "${common[@]}" --epochs 2 --checkpoint "$tmp/ck.h5" >"$tmp/train.out" 2>"$tmp/train.err" ||
+  fail "train failed: $(cat "$tmp/train.err")"
+grep -q "^epoch 2/2: train loss" "$tmp/train.out" && ok || fail "train printed no epoch line: $(cat "$tmp/train.out")"
+[[ -f "$tmp/ck.h5" && ! -e "$tmp/ck.h5.partial" ]] && ok || fail "no checkpoint, or a .partial left"
+
+# The checkpoint reads from Python with h5py: names as named_parameters(), config as JSON.
+"$python" - "$tmp/ck.h5" <<'PY' && ok || fail "h5py could not read the checkpoint"
+import json, sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    assert sorted(f["parameters"].keys()) == ["fc0.bias", "fc0.weight", "fc1.bias", "fc1.weight"], list(f["parameters"])
+    assert f["parameters/fc0.weight"].shape == (48, 784)
+    assert int(f.attrs["epoch"]) == 2
+    assert json.loads(f.attrs["config"])["layers"] == [784, 48, 10]
+PY
+
+"$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --summary "$tmp/run.json" >"$tmp/run.out" 2>"$tmp/run.err" ||
+  fail "run failed: $(cat "$tmp/run.err")"
+grep -q "^test split: 100 samples, T = 4, accuracy" "$tmp/run.out" && ok || fail "run summary line missing: $(cat "$tmp/run.out")"
+"$python" - "$tmp/run.json" <<'PY' && ok || fail "run summary JSON incomplete"
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["samples"] == 100 and len(s["accuracy_by_step"]) == 4 and len(s["firing_rate"]) == 2
+assert s["accuracy_by_step"][-1] == s["accuracy"]
+PY
+# The same results with two pipeline stages, another batch size and K = 1.
+"$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --devices cpu,cpu --batch-size 7 --steps-per-tick 1 \
+  --summary "$tmp/run2.json" >/dev/null 2>&1 || fail "two-stage run failed"
+"$python" - "$tmp/run.json" "$tmp/run2.json" <<'PY' && ok || fail "two-stage run differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert a["accuracy_by_step"] == b["accuracy_by_step"] and a["firing_rate"] == b["firing_rate"]
+PY
+
+expect_error "missing checkpoint" "cannot open checkpoint" run --checkpoint "$tmp/none.h5" --data-dir "$fixture"
+expect_error "not a checkpoint" "is not an HDF5 file" run --checkpoint "$fixture/t10k-labels-idx1-ubyte" --data-dir "$fixture"
+expect_error "bad data dir" "does not exist" train --data-dir "$tmp/nodata" --epochs 1
+expect_error "bad layers" "layer sizes must look like" train --layers 784-a-10 --data-dir "$fixture"
+expect_error "wrong input size" "input size is 100" train --layers 100-10 --data-dir "$fixture" --epochs 1
+expect_error "bad device" "device 'tpu' is not cpu or cuda:N" run --checkpoint "$tmp/ck.h5" --devices tpu --data-dir "$fixture"
+expect_error "bad balance" "balance assigns 3 layers" run --checkpoint "$tmp/ck.h5" --devices cpu,cpu --balance 2,1 --data-dir "$fixture"
+expect_error "too many stages" "at most one stage per layer" run --checkpoint "$tmp/ck.h5" --devices cpu,cpu,cpu --data-dir "$fixture"
+expect_error "bad surrogate" "unknown surrogate" train --surrogate relu --data-dir "$fixture"
+
+echo "$pass passed, $failures failed"
+[[ $failures -eq 0 ]]

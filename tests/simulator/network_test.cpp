@@ -1,0 +1,135 @@
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+
+#include "snn/core/error.h"
+#include "snn/datasets/idx.h"
+#include "snn/simulator/checkpoint.h"
+#include "snn/simulator/network.h"
+#include "snn/simulator/training.h"
+
+namespace snn {
+namespace {
+
+const std::string kFixture = std::string(SNN_TEST_DATA_DIR) + "/mnist-fixture";
+
+NetworkConfig small_config() {
+  NetworkConfig c;
+  c.layers = {784, 64, 32, 10};
+  c.neuron.v_threshold = 0.25;  // untrained weights are small: a low threshold keeps every layer spiking
+  c.steps = 6;
+  c.seed = 3;
+  c.neuron.surrogate = Surrogate::atan();
+  return c;
+}
+
+TEST(NetworkConfig, ParsesValidatesAndRoundTripsThroughJson) {
+  EXPECT_EQ(NetworkConfig::parse_layers("784-256-10"), (std::vector<int64_t>{784, 256, 10}));
+  EXPECT_THROW(NetworkConfig::parse_layers("784"), Error);
+  EXPECT_THROW(NetworkConfig::parse_layers("784--10"), Error);
+  EXPECT_THROW(NetworkConfig::parse_layers("784-0-10"), Error);
+  NetworkConfig c = small_config();
+  c.neuron.v_reset = std::nullopt;
+  c.devices = {"cpu", "cpu"};
+  c.balance = {2, 1};
+  const NetworkConfig back = NetworkConfig::from_json(c.to_json());
+  EXPECT_EQ(back.to_json(), c.to_json());
+  EXPECT_FALSE(back.neuron.v_reset.has_value());
+  c.balance = {1, 1};
+  EXPECT_THROW(c.validate(), Error);
+  c.balance = {};
+  c.devices = {"cpu", "gpu7"};
+  EXPECT_THROW(c.validate(), Error);
+  c.devices = {"cpu", "cpu", "cpu", "cpu"};
+  EXPECT_THROW(c.validate(), Error);  // more stages than layers
+  EXPECT_THROW(NetworkConfig::from_json("{\"layers\": [1]}"), Error);
+}
+
+// Run results must not depend on threads, stage partition, batch size or K.
+TEST(Simulation, RunResultsAreIdenticalAcrossThreadsPartitionsBatchesAndStepsPerTick) {
+  const ImageDataset data = load_image_dataset(kFixture);
+  auto run = [&](std::vector<std::string> devices, int64_t K, int64_t batch, int threads) {
+    NetworkConfig c = small_config();
+    c.devices = std::move(devices);
+    c.steps_per_tick = K;
+    SpikingNetwork net(c);
+    const int saved = at::get_num_threads();
+    at::set_num_threads(threads);
+    EvalResult r = evaluate(net, data.test, batch);
+    at::set_num_threads(saved);
+    return r;
+  };
+  const EvalResult ref = run({"cpu"}, 0, 64, 2);
+  ASSERT_GT(ref.counts.sum().item<double>(), 0) << "the untrained network must still spike";
+  ASSERT_EQ(ref.accuracy_by_step.size(), 6u);
+  for (const auto& [devices, K, batch, threads] :
+       std::vector<std::tuple<std::vector<std::string>, int64_t, int64_t, int>>{
+           {{"cpu"}, 0, 64, 1}, {{"cpu", "cpu"}, 0, 64, 2}, {{"cpu", "cpu", "cpu"}, 1, 7, 2}, {{"cpu"}, 4, 33, 1}}) {
+    const EvalResult r = run(devices, K, batch, threads);
+    EXPECT_TRUE(torch::equal(r.counts, ref.counts)) << devices.size() << " stages, K " << K << ", batch " << batch;
+    EXPECT_EQ(r.accuracy_by_step, ref.accuracy_by_step);
+    EXPECT_EQ(r.firing_rate, ref.firing_rate);
+  }
+}
+
+TEST(Simulation, PredictionsTakeTheMostSpikesAndTiesGoToTheLowestClass) {
+  const ImageDataset data = load_image_dataset(kFixture);
+  SpikingNetwork net(small_config());
+  const EvalResult r = evaluate(net, data.test, 50, 40);
+  EXPECT_EQ(r.samples, 40);
+  for (int64_t i = 0; i < r.samples; ++i) {
+    const torch::Tensor row = r.counts[i];
+    const int64_t p = r.predictions[i].item<int64_t>();
+    EXPECT_EQ(row[p].item<float>(), row.max().item<float>());
+    for (int64_t k = 0; k < p; ++k) EXPECT_LT(row[k].item<float>(), row[p].item<float>());
+  }
+  EXPECT_NEAR(r.accuracy, r.predictions.eq(r.labels).sum().item<double>() / 40.0, 1e-12);
+  EXPECT_EQ(r.accuracy_by_step.back(), r.accuracy);
+}
+
+TEST(Training, SameSeedGivesIdenticalParametersAndLearningLowersTheLoss) {
+  const ImageDataset data = load_image_dataset(kFixture);
+  std::vector<std::vector<torch::Tensor>> params;
+  std::vector<double> losses;
+  for (int rep = 0; rep < 2; ++rep) {
+    SpikingNetwork net(small_config());
+    TrainOptions o;
+    o.batch_size = 32;
+    o.lr = 2e-3;
+    Trainer trainer(net, o);
+    for (int64_t e = 0; e < 3; ++e) losses.push_back(trainer.train_epoch(data.train, e).loss);
+    std::vector<torch::Tensor> p;
+    for (const auto& t : net.parameters()) p.push_back(t.detach().clone());
+    params.push_back(p);
+  }
+  for (size_t i = 0; i < params[0].size(); ++i) EXPECT_TRUE(torch::equal(params[0][i], params[1][i])) << i;
+  EXPECT_LT(losses[2], losses[0]);
+}
+
+TEST(Checkpoint, RoundTripsParametersAndConfig) {
+  const std::string path = std::string("/tmp/snn_ckpt_test_") + std::to_string(::getpid()) + ".h5";
+  NetworkConfig c = small_config();
+  c.neuron.model = NeuronModel::kParametricLIF;
+  c.neuron.tau = 3.0;
+  SpikingNetwork net(c);
+  save_checkpoint(path, net, 7);
+  const LoadedCheckpoint back = load_checkpoint(path);
+  EXPECT_EQ(back.epoch, 7);
+  EXPECT_EQ(back.network->config().to_json(), c.to_json());
+  const auto a = net.named_parameters();
+  const auto b = back.network->named_parameters();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_TRUE(torch::equal(a[i].second, b[i].second)) << a[i].first;
+  }
+  EXPECT_EQ(a.back().first, "lif2.w");
+  std::remove(path.c_str());
+  EXPECT_THROW(load_checkpoint(path), Error);
+  EXPECT_THROW(load_checkpoint(std::string(SNN_TEST_DATA_DIR) + "/lif_golden.json"), Error);
+}
+
+}  // namespace
+}  // namespace snn
