@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "neuron_flags.h"
 #include "snn/core/build_info.h"
 #include "snn/core/error.h"
 #include "snn/datasets/idx.h"
@@ -105,13 +106,7 @@ class Progress {
 
 struct TrainFlags {
   std::string layers = "784-256-10";
-  std::string model = "lif";
-  double tau = 2.0;
-  std::string decay_input = "true";
-  double v_threshold = 1.0;
-  std::string v_reset = "0";
-  int64_t refractory = 0;
-  std::string surrogate = "atan";
+  NeuronFlags neuron;
   int64_t steps = 8;
   uint64_t seed = 0;
   int64_t epochs = 10;
@@ -125,23 +120,7 @@ struct TrainFlags {
 void run_train(const TrainFlags& f) {
   NetworkConfig c;
   c.layers = NetworkConfig::parse_layers(f.layers);
-  c.neuron.model = parse_neuron_model(f.model);
-  c.neuron.tau = f.tau;
-  c.neuron.decay_input = f.decay_input == "true";
-  c.neuron.v_threshold = f.v_threshold;
-  if (f.v_reset == "none") {
-    c.neuron.v_reset = std::nullopt;
-  } else {
-    try {
-      std::size_t used = 0;
-      c.neuron.v_reset = std::stod(f.v_reset, &used);
-      if (used != f.v_reset.size()) throw Error("");
-    } catch (const std::exception&) {
-      throw Error("--v-reset: expected a number or 'none' (soft reset), got '" + f.v_reset + "'");
-    }
-  }
-  c.neuron.refractory = f.refractory;
-  c.neuron.surrogate = Surrogate::parse(f.surrogate);
+  c.neuron = neuron_params(f.neuron);
   c.steps = f.steps;
   c.seed = f.seed;
   apply_sim_flags(f.sim, c);
@@ -238,19 +217,7 @@ Run add_train_command(CLI::App& app) {
                                      "Train a fully connected spiking network on MNIST-format images with "
                                      "surrogate-gradient BPTT (Adam), saving an HDF5 checkpoint after every epoch");
   cmd->add_option("--layers", f->layers, "Layer sizes, input first")->capture_default_str();
-  cmd->add_option("--model", f->model, "Neuron model: lif, if or plif")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"lif", "if", "plif"}));
-  cmd->add_option("--tau", f->tau, "Membrane time constant in steps")->capture_default_str();
-  cmd->add_option("--decay-input", f->decay_input, "true or false")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"true", "false"}));
-  cmd->add_option("--v-threshold", f->v_threshold, "Firing threshold")->capture_default_str();
-  cmd->add_option("--v-reset", f->v_reset, "Hard reset value or 'none'")->capture_default_str();
-  cmd->add_option("--refractory", f->refractory, "Refractory period in steps")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--surrogate", f->surrogate, "sigmoid[:alpha] or atan[:alpha]")->capture_default_str();
+  add_neuron_flags(cmd, f->neuron, /*with_surrogate=*/true);
   cmd->add_option("--T", f->steps, "Steps per sample")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--seed", f->seed, "Seed of weights, encoder and batch order")->capture_default_str();
   cmd->add_option("--epochs", f->epochs, "Epochs")->capture_default_str()->check(CLI::PositiveNumber);

@@ -13,39 +13,29 @@ template <typename Holder>
 NeuronModule wrap(Holder holder) {
   return NeuronModule{torch::nn::AnyModule(holder), holder.ptr()};
 }
+
+// The options every neuron model shares.
+template <typename Options>
+Options with_common(Options o, const NeuronParams& p, StepMode mode) {
+  return o.v_threshold(p.v_threshold)
+      .v_reset(p.v_reset)
+      .detach_reset(p.detach_reset)
+      .surrogate(p.surrogate)
+      .refractory(p.refractory)
+      .step_mode(mode);
+}
 }  // namespace
 
 NeuronModule make_neuron_layer(const NeuronParams& p, StepMode mode) {
   p.validate();
   switch (p.model) {
     case NeuronModel::kIF:
-      return wrap(IF(IFOptions()
-                         .v_threshold(p.v_threshold)
-                         .v_reset(p.v_reset)
-                         .detach_reset(p.detach_reset)
-                         .surrogate(p.surrogate)
-                         .refractory(p.refractory)
-                         .step_mode(mode)));
+      return wrap(IF(with_common(IFOptions(), p, mode)));
     case NeuronModel::kLIF:
-      return wrap(LIF(LIFOptions()
-                          .tau(p.tau)
-                          .decay_input(p.decay_input)
-                          .v_threshold(p.v_threshold)
-                          .v_reset(p.v_reset)
-                          .detach_reset(p.detach_reset)
-                          .surrogate(p.surrogate)
-                          .refractory(p.refractory)
-                          .step_mode(mode)));
+      return wrap(LIF(with_common(LIFOptions().tau(p.tau).decay_input(p.decay_input), p, mode)));
     case NeuronModel::kParametricLIF:
-      return wrap(ParametricLIF(ParametricLIFOptions()
-                                    .init_tau(p.tau)
-                                    .decay_input(p.decay_input)
-                                    .v_threshold(p.v_threshold)
-                                    .v_reset(p.v_reset)
-                                    .detach_reset(p.detach_reset)
-                                    .surrogate(p.surrogate)
-                                    .refractory(p.refractory)
-                                    .step_mode(mode)));
+      return wrap(
+          ParametricLIF(with_common(ParametricLIFOptions().init_tau(p.tau).decay_input(p.decay_input), p, mode)));
   }
   throw InternalError("unknown neuron model");
 }

@@ -7,20 +7,7 @@ fixture="$2"
 python="$3"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-pass=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { pass=$((pass + 1)); }
-
-expect_error() {
-  local name="$1" want="$2"
-  shift 2
-  "$snnsim" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  if [[ $rc -ne 2 ]]; then fail "$name: exit code $rc, expected 2 ($(cat "$tmp/err"))"; return; fi
-  if [[ $(wc -l <"$tmp/err") -ne 1 ]]; then fail "$name: stderr is not one line: $(cat "$tmp/err")"; return; fi
-  grep -q -- "$want" "$tmp/err" && ok || fail "$name: stderr lacks '$want': $(cat "$tmp/err")"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 common=(--data-dir "$fixture" --layers 784-48-10 --T 4 --batch-size 32 --threads 1 --v-threshold 0.5)
 "$snnsim" train "${common[@]}" --epochs 2 --checkpoint "$tmp/ck.h5" >"$tmp/train.out" 2>"$tmp/train.err" ||
@@ -66,5 +53,4 @@ expect_error "bad balance" "balance assigns 3 layers" run --checkpoint "$tmp/ck.
 expect_error "too many stages" "at most one stage per layer" run --checkpoint "$tmp/ck.h5" --devices cpu,cpu,cpu --data-dir "$fixture"
 expect_error "bad surrogate" "unknown surrogate" train --surrogate relu --data-dir "$fixture"
 
-echo "$pass passed, $failures failed"
-[[ $failures -eq 0 ]]
+finish

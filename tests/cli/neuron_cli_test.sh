@@ -6,26 +6,7 @@ snnsim="$1"
 example="$2"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-failures=0
-pass=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { pass=$((pass + 1)); }
-
-# expect_error NAME EXPECTED_SUBSTRING ARGS...: exit code 2, one stderr line naming the problem.
-expect_error() {
-  local name="$1" want="$2"
-  shift 2
-  "$snnsim" "$@" >"$tmp/out" 2>"$tmp/err"
-  local rc=$?
-  local lines
-  lines=$(wc -l <"$tmp/err")
-  if [[ $rc -ne 2 ]]; then fail "$name: exit code $rc, expected 2 (stderr: $(cat "$tmp/err"))"; return; fi
-  if [[ $lines -ne 1 ]]; then fail "$name: $lines stderr lines, expected 1: $(cat "$tmp/err")"; return; fi
-  if ! grep -q -- "$want" "$tmp/err"; then fail "$name: stderr lacks '$want': $(cat "$tmp/err")"; return; fi
-  if [[ -s "$tmp/out" ]]; then fail "$name: wrote to stdout on error"; return; fi
-  ok
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 # The shipped example: header, one row per step and neuron, SpikingJelly's values.
 "$snnsim" neuron --input "$example" >"$tmp/trace.csv" 2>"$tmp/err" || fail "example run failed: $(cat "$tmp/err")"
@@ -84,5 +65,4 @@ expect_error "unwritable output" "cannot open output file" neuron --input "$exam
 "$snnsim" --help >/dev/null && ok || fail "--help failed"
 "$snnsim" neuron --help | grep -q -- "--v-reset" && ok || fail "neuron --help lacks --v-reset"
 
-echo "$pass passed, $failures failed"
-[[ $failures -eq 0 ]]
+finish

@@ -1,0 +1,52 @@
+#include "neuron_flags.h"
+
+#include "snn/core/error.h"
+
+namespace snn::app {
+
+void add_neuron_flags(CLI::App* cmd, NeuronFlags& f, bool with_surrogate) {
+  cmd->add_option("--model", f.model, "Neuron model: lif, if or plif (parametric LIF, --tau is its initial tau)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"lif", "if", "plif"}));
+  cmd->add_option("--tau", f.tau, "Membrane time constant in steps (>= 1; plif: > 1)")->capture_default_str();
+  cmd->add_option("--decay-input", f.decay_input, "Whether the input is divided by tau too: true or false")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"true", "false"}));
+  cmd->add_option("--v-threshold", f.v_threshold, "Firing threshold; reaching it fires")->capture_default_str();
+  cmd->add_option("--v-reset", f.v_reset, "Hard reset value, or 'none' for a soft reset (v -= threshold)")
+      ->capture_default_str();
+  cmd->add_option("--refractory", f.refractory, "Absolute refractory period in steps (0 = none)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  if (with_surrogate) {
+    cmd->add_option("--surrogate", f.surrogate, "Surrogate gradient: sigmoid[:alpha] or atan[:alpha]")
+        ->capture_default_str();
+  }
+}
+
+NeuronParams neuron_params(const NeuronFlags& f) {
+  NeuronParams p;
+  p.model = parse_neuron_model(f.model);
+  p.tau = f.tau;
+  p.decay_input = f.decay_input == "true";
+  p.v_threshold = f.v_threshold;
+  if (f.v_reset == "none") {
+    p.v_reset = std::nullopt;
+  } else {
+    std::size_t used = 0;
+    try {
+      p.v_reset = std::stod(f.v_reset, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != f.v_reset.size()) {
+      throw Error("--v-reset: expected a number or 'none' (soft reset), got '" + f.v_reset + "'");
+    }
+  }
+  p.refractory = f.refractory;
+  p.surrogate = Surrogate::parse(f.surrogate);
+  p.validate();
+  return p;
+}
+
+}  // namespace snn::app

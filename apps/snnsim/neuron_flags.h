@@ -1,0 +1,29 @@
+#pragma once
+// The neuron flags shared by `snnsim neuron` and `snnsim train`.
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+#include "snn/neurons/functional.h"
+
+namespace snn::app {
+
+struct NeuronFlags {
+  std::string model = "lif";
+  double tau = 2.0;
+  std::string decay_input = "true";
+  double v_threshold = 1.0;
+  std::string v_reset = "0";
+  int64_t refractory = 0;
+  std::string surrogate = "atan";
+};
+
+/// Adds --model, --tau, --decay-input, --v-threshold, --v-reset,
+/// --refractory and, with_surrogate, --surrogate.
+void add_neuron_flags(CLI::App* cmd, NeuronFlags& flags, bool with_surrogate);
+
+/// The validated parameters; throws snn::Error naming a bad value.
+NeuronParams neuron_params(const NeuronFlags& flags);
+
+}  // namespace snn::app
