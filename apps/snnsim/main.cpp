@@ -28,6 +28,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("snnsim ") + snn::kVersion + " (LibTorch " + snn::kTorchVersion +
                                         (SNN_WITH_CUDA ? ", CUDA" : ", CPU only") + ")");
   app.require_subcommand(1);
+  // Everything the flags say can come from a TOML file, one [section] per
+  // subcommand (e.g. [train] layers = "784-256-10"); flags given on the
+  // command line override it.
+  app.set_config("--config", "", "Read options from a TOML file ([neuron], [train] or [run] sections)");
+  app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error, not ignored
   std::vector<snn::app::Run> runs;
   runs.push_back(snn::app::add_neuron_command(app));
   runs.push_back(snn::app::add_train_command(app));

@@ -43,6 +43,16 @@ a, b = (json.load(open(p)) for p in sys.argv[1:])
 assert a["accuracy_by_step"] == b["accuracy_by_step"] and a["firing_rate"] == b["firing_rate"]
 PY
 
+# A TOML config holds the flags; the command line overrides it; typos are errors.
+printf '[train]\nlayers = "784-24-10"\nT = 3\nepochs = 1\nthreads = 1\ndata-dir = "%s"\ncheckpoint = "%s"\n' \
+  "$fixture" "$tmp/cfg.h5" >"$tmp/cfg.toml"
+"$snnsim" --config "$tmp/cfg.toml" train --T 2 >"$tmp/cfg.out" 2>&1 || fail "train from config failed: $(cat "$tmp/cfg.out")"
+grep -q "^training 784-24-10 on .*T = 2," "$tmp/cfg.out" && [[ -f "$tmp/cfg.h5" ]] && ok ||
+  fail "config not applied or not overridden: $(cat "$tmp/cfg.out")"
+printf '[train]\nlayerz = "784-24-10"\n' >"$tmp/typo.toml"
+expect_error "config typo" "train.layerz" --config "$tmp/typo.toml" train --data-dir "$fixture"
+expect_error "missing config" "not readable" --config "$tmp/none.toml" train
+
 expect_error "missing checkpoint" "cannot open checkpoint" run --checkpoint "$tmp/none.h5" --data-dir "$fixture"
 expect_error "not a checkpoint" "is not an HDF5 file" run --checkpoint "$fixture/t10k-labels-idx1-ubyte" --data-dir "$fixture"
 expect_error "bad data dir" "does not exist" train --data-dir "$tmp/nodata" --epochs 1
