@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -113,32 +114,69 @@ struct TrainFlags {
   double lr = 1e-3;
   std::string loss = "mse";
   int64_t limit = -1;
-  std::string checkpoint = "snnsim-checkpoint.h5";
+  std::string checkpoint;
+  std::string resume;
   SimFlags sim;
 };
 
-void run_train(const TrainFlags& f) {
+// Flags that define the network or the training and so cannot change when
+// resuming: the checkpoint's values are used.
+const std::vector<std::string> kFixedWhenResuming = {
+    "--layers", "--model", "--tau", "--decay-input", "--v-threshold", "--v-reset", "--refractory", "--surrogate",
+    "--T",      "--seed",  "--lr",  "--loss",        "--limit",       "--batch-size"};
+
+void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
+  if (!f.resume.empty()) {
+    for (const auto& name : given) {
+      if (std::find(kFixedWhenResuming.begin(), kFixedWhenResuming.end(), name) != kFixedWhenResuming.end()) {
+        throw Error(name + " cannot change when resuming: --resume continues with the checkpoint's network and "
+                    "training options");
+      }
+    }
+  }
   NetworkConfig c;
-  c.layers = NetworkConfig::parse_layers(f.layers);
-  c.neuron = neuron_params(f.neuron);
-  c.steps = f.steps;
-  c.seed = f.seed;
-  apply_sim_flags(f.sim, c);
   TrainOptions o;
-  o.batch_size = f.sim.batch_size;
-  o.lr = f.lr;
-  o.loss = parse_loss(f.loss);
-  o.shuffle_seed = f.seed;
-  o.limit = f.limit;
+  LoadedCheckpoint resumed;
+  if (!f.resume.empty()) {
+    resumed = load_checkpoint(f.resume);
+    if (!resumed.has_training_state) {
+      throw Error("checkpoint '" + f.resume + "' holds no optimizer state to resume from");
+    }
+    if (resumed.epoch >= f.epochs) {
+      throw Error("checkpoint '" + f.resume + "' already has " + std::to_string(resumed.epoch) +
+                  " epochs; --epochs is the total to reach");
+    }
+    c = resumed.network->config();
+    o = resumed.training;
+  } else {
+    c.layers = NetworkConfig::parse_layers(f.layers);
+    c.neuron = neuron_params(f.neuron);
+    c.steps = f.steps;
+    c.seed = f.seed;
+    o.batch_size = f.sim.batch_size;
+    o.lr = f.lr;
+    o.loss = parse_loss(f.loss);
+    o.shuffle_seed = f.seed;
+    o.limit = f.limit;
+  }
+  apply_sim_flags(f.sim, c);
   const ImageDataset data = load_image_dataset(f.sim.data_dir, c.layers.back());
   SpikingNetwork net(c);
   net.prepare_input(data.train.images.narrow(0, 0, 1));  // input size check before any output
   Trainer trainer(net, o);
+  if (resumed.network) {
+    torch::NoGradGuard no_grad;
+    const auto src = resumed.network->named_parameters();
+    const auto dst = net.named_parameters();
+    for (size_t i = 0; i < dst.size(); ++i) dst[i].second.copy_(src[i].second);
+    trainer.load_optimizer_state(resumed.optimizer);
+  }
+  const std::string out_path = f.checkpoint.empty() ? (f.resume.empty() ? "snnsim-checkpoint.h5" : f.resume) : f.checkpoint;
   std::cout << fmt::format("training {} on {} ({} train / {} test samples), T = {}, {} threads\n", f.layers,
                            f.sim.data_dir, o.limit < 0 ? data.train.size() : std::min(o.limit, data.train.size()),
                            data.test.size(), c.steps, at::get_num_threads())
             << std::flush;
-  for (int64_t e = 0; e < f.epochs; ++e) {
+  for (int64_t e = resumed.epoch; e < f.epochs; ++e) {
     Progress progress(fmt::format("epoch {}/{}", e + 1, f.epochs));
     const EpochStats s =
         trainer.train_epoch(data.train, e, [&](int64_t d, int64_t t, double l) { progress.update(d, t, l); });
@@ -147,9 +185,9 @@ void run_train(const TrainFlags& f) {
     std::cout << fmt::format("epoch {}/{}: train loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}, {:.1f} s\n",
                              e + 1, f.epochs, s.loss, s.train_accuracy, test.accuracy, s.seconds)
               << std::flush;
-    save_checkpoint(f.checkpoint, net, e + 1);
+    save_checkpoint(out_path, net, e + 1, &trainer);
   }
-  std::cout << "checkpoint: " << f.checkpoint << "\n";
+  std::cout << "checkpoint: " << out_path << "\n";
 }
 
 struct RunFlags {
@@ -226,10 +264,20 @@ Run add_train_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"mse", "ce"}));
   cmd->add_option("--limit", f->limit, "Train on the first N samples only (-1: all)")->capture_default_str();
-  cmd->add_option("--checkpoint", f->checkpoint, "Output checkpoint (HDF5)")->capture_default_str();
+  cmd->add_option("--checkpoint", f->checkpoint,
+                  "Output checkpoint (HDF5), rewritten after every epoch (default: snnsim-checkpoint.h5, or the "
+                  "--resume file)");
+  cmd->add_option("--resume", f->resume,
+                  "Continue training from this checkpoint, with its network, training options and Adam state, "
+                  "up to --epochs in total; the result equals an uninterrupted run");
   add_sim_flags(cmd, f->sim);
   return [cmd, f] {
-    if (cmd->parsed()) run_train(*f);
+    if (!cmd->parsed()) return;
+    std::vector<std::string> given;
+    for (const CLI::Option* opt : cmd->get_options()) {
+      if (opt->count() > 0) given.push_back(opt->get_name());
+    }
+    run_train(*f, given);
   };
 }
 

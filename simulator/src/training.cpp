@@ -15,6 +15,40 @@ Loss parse_loss(const std::string& name) {
   throw Error("unknown loss '" + name + "': expected mse or ce");
 }
 
+std::string to_string(Loss loss) { return loss == Loss::kMse ? "mse" : "ce"; }
+
+std::vector<AdamMoments> Trainer::optimizer_state() const {
+  std::vector<AdamMoments> out;
+  for (const auto& p : net_.parameters()) {
+    AdamMoments m;
+    const auto it = adam_->state().find(p.unsafeGetTensorImpl());
+    if (it != adam_->state().end()) {
+      const auto& s = static_cast<const torch::optim::AdamParamState&>(*it->second);
+      m.step = s.step();
+      m.exp_avg = s.exp_avg();
+      m.exp_avg_sq = s.exp_avg_sq();
+    }
+    out.push_back(m);
+  }
+  return out;
+}
+
+void Trainer::load_optimizer_state(const std::vector<AdamMoments>& state) {
+  const auto params = net_.parameters();
+  if (state.size() != params.size()) {
+    throw Error("optimizer state holds " + std::to_string(state.size()) + " parameters, the network " +
+                std::to_string(params.size()));
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!state[i].exp_avg.defined()) continue;
+    auto s = std::make_unique<torch::optim::AdamParamState>();
+    s->step(state[i].step);
+    s->exp_avg(state[i].exp_avg.to(params[i].options()).clone());
+    s->exp_avg_sq(state[i].exp_avg_sq.to(params[i].options()).clone());
+    adam_->state()[params[i].unsafeGetTensorImpl()] = std::move(s);
+  }
+}
+
 namespace {
 int64_t used_samples(const LabeledImages& data, int64_t limit) {
   if (data.size() == 0) throw Error("the data split holds no samples");

@@ -43,6 +43,21 @@ a, b = (json.load(open(p)) for p in sys.argv[1:])
 assert a["accuracy_by_step"] == b["accuracy_by_step"] and a["firing_rate"] == b["firing_rate"]
 PY
 
+# --resume continues exactly: 1 epoch + resume to 2 equals 2 epochs straight.
+"$snnsim" train "${common[@]}" --epochs 1 --checkpoint "$tmp/half.h5" >/dev/null 2>&1 || fail "1-epoch train failed"
+"$snnsim" train --resume "$tmp/half.h5" --epochs 2 --threads 1 --data-dir "$fixture" --checkpoint "$tmp/resumed.h5" \
+  >"$tmp/resume.out" 2>&1 || fail "resume failed: $(cat "$tmp/resume.out")"
+grep -q "^epoch 2/2" "$tmp/resume.out" && ! grep -q "^epoch 1/2" "$tmp/resume.out" && ok || fail "resume redid epochs"
+"$python" - "$tmp/ck.h5" "$tmp/resumed.h5" <<'PY' && ok || fail "resumed training differs from uninterrupted training"
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
+    for k in a["parameters"]:
+        assert np.array_equal(a["parameters"][k][...], b["parameters"][k][...]), k
+    assert int(b.attrs["epoch"]) == 2 and "optimizer" in b
+PY
+expect_error "resume changes lr" "--lr cannot change when resuming" train --resume "$tmp/half.h5" --epochs 2 --lr 0.1 --data-dir "$fixture"
+expect_error "resume past the end" "already has 2 epochs" train --resume "$tmp/ck.h5" --epochs 2 --data-dir "$fixture"
+
 # A TOML config holds the flags; the command line overrides it; typos are errors.
 printf '[train]\nlayers = "784-24-10"\nT = 3\nepochs = 1\nthreads = 1\ndata-dir = "%s"\ncheckpoint = "%s"\n' \
   "$fixture" "$tmp/cfg.h5" >"$tmp/cfg.toml"

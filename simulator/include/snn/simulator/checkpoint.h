@@ -3,7 +3,8 @@
 ///   /parameters/<name>   float32 datasets, names as SpikingNetwork::named_parameters()
 ///                         ("fc0.weight", "fc0.bias", ..., "lif0.w" for PLIF)
 ///   attribute "config"   the full network config as JSON (root group)
-///   attribute "snnsim_version", "epoch"
+///   attribute "snnsim_version", "epoch" (int64), "training" (JSON, optional)
+///   /optimizer/<name>.exp_avg, .exp_avg_sq, /optimizer/steps (optional: Adam)
 /// Written to NAME.partial and renamed, so a crash never leaves a torn file.
 /// HDF5 types stay out of this header.
 
@@ -12,17 +13,25 @@
 #include <string>
 
 #include "snn/simulator/network.h"
+#include "snn/simulator/training.h"
 
 namespace snn {
 
-/// Saves the network's parameters and config; epoch is informational.
-void save_checkpoint(const std::string& path, const SpikingNetwork& network, int64_t epoch);
+/// Saves the network's parameters and config, the number of epochs trained,
+/// and, when a trainer is given, its options and Adam state (under
+/// /optimizer/<name>.exp_avg, .exp_avg_sq and /optimizer/steps) so that
+/// training can resume exactly.
+void save_checkpoint(const std::string& path, const SpikingNetwork& network, int64_t epoch,
+                     const Trainer* trainer = nullptr);
 
 /// A network rebuilt from a checkpoint (config from the file, then its
-/// parameters), and the epoch it was saved at.
+/// parameters), the epoch it was saved at, and the training state if saved.
 struct LoadedCheckpoint {
   std::unique_ptr<SpikingNetwork> network;
   int64_t epoch = 0;
+  bool has_training_state = false;
+  TrainOptions training;                ///< valid when has_training_state
+  std::vector<AdamMoments> optimizer;   ///< valid when has_training_state
 };
 /// Throws snn::Error naming the file and what is wrong (not HDF5, missing or
 /// mis-shaped parameters, bad config).

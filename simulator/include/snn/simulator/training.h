@@ -21,6 +21,7 @@ enum class Loss {
   kCrossEntropy,  ///< cross-entropy on the output spike counts
 };
 Loss parse_loss(const std::string& name);  ///< "mse" or "ce"
+std::string to_string(Loss loss);          ///< "mse" or "ce"
 
 /// Options of train_epoch.
 struct TrainOptions {
@@ -40,6 +41,14 @@ struct EpochStats {
   double seconds = 0;
 };
 
+/// Adam's state for one parameter (what a resumed run needs to continue
+/// exactly where it stopped).
+struct AdamMoments {
+  int64_t step = 0;
+  torch::Tensor exp_avg;     ///< first moment, the parameter's shape
+  torch::Tensor exp_avg_sq;  ///< second moment
+};
+
 /// Adam over a network's parameters, one epoch at a time.
 class Trainer {
  public:
@@ -48,6 +57,12 @@ class Trainer {
   /// total, running loss) is called after every batch when given.
   EpochStats train_epoch(const LabeledImages& data, int64_t epoch,
                          const std::function<void(int64_t, int64_t, double)>& progress = {});
+  /// Adam's state per parameter, in the order of network.named_parameters()
+  /// (empty moments for parameters not stepped yet).
+  std::vector<AdamMoments> optimizer_state() const;
+  /// Restores what optimizer_state() returned (e.g. from a checkpoint).
+  void load_optimizer_state(const std::vector<AdamMoments>& state);
+  const TrainOptions& options() const { return options_; }
 
  private:
   SpikingNetwork& net_;
