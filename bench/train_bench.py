@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Seconds per training epoch, snnsim against SpikingJelly, in one run.
+
+Same network (784-H-10 LIF, tau 2, hard reset 0), T, batch size, surrogate
+(ATan, alpha 2), loss (MSE of firing rates to one-hot), optimiser (Adam,
+lr 1e-3), Poisson encoding, data (the embedded 8k/2k MNIST split) and
+intra-op thread count. SpikingJelly 0.0.0.0.14 runs in multi-step mode with
+its torch backend (the CuPy backend needs a GPU).
+
+Usage: train_bench.py SNNSIM [--threads N] [--epochs E] [--hidden H] [--T T] [--batch B]
+"""
+import argparse
+import gzip
+import os
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from spikingjelly.activation_based import encoding, functional, layer, neuron, surrogate
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def idx(path):
+    with gzip.open(path, "rb") as f:
+        data = f.read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def spikingjelly_epochs(args, x_train, y_train, x_test, y_test):
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        layer.Flatten(), layer.Linear(784, args.hidden),
+        neuron.LIFNode(tau=2.0, surrogate_function=surrogate.ATan(), step_mode="m"),
+        layer.Linear(args.hidden, 10), neuron.LIFNode(tau=2.0, surrogate_function=surrogate.ATan(), step_mode="m"))
+    functional.set_step_mode(net, "m")
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    enc = encoding.PoissonEncoder()
+    times, accs = [], []
+    for epoch in range(args.epochs):
+        t0 = time.perf_counter()
+        perm = torch.randperm(len(x_train))
+        for b in range(0, len(x_train), args.batch):
+            idx_b = perm[b:b + args.batch]
+            img, label = x_train[idx_b], y_train[idx_b]
+            x_seq = torch.stack([enc(img) for _ in range(args.T)])
+            rate = net(x_seq).mean(0)
+            loss = F.mse_loss(rate, F.one_hot(label, 10).float())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            functional.reset_net(net)
+        times.append(time.perf_counter() - t0)
+        correct = 0
+        with torch.no_grad():
+            for b in range(0, len(x_test), 256):
+                img = x_test[b:b + 256]
+                x_seq = torch.stack([enc(img) for _ in range(args.T)])
+                correct += (net(x_seq).sum(0).argmax(1) == y_test[b:b + 256]).sum().item()
+                functional.reset_net(net)
+        accs.append(correct / len(x_test))
+    return times, accs
+
+
+def snnsim_epochs(args):
+    cmd = [args.snnsim, "train", "--layers", f"784-{args.hidden}-10", "--T", str(args.T), "--epochs", str(args.epochs),
+           "--batch-size", str(args.batch), "--threads", str(args.threads), "--surrogate", "atan", "--loss", "mse",
+           "--lr", "1e-3", "--checkpoint", "/tmp/snnsim-train-bench.h5"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    rows = re.findall(r"epoch \d+/\d+: .* test accuracy ([0-9.]+), ([0-9.]+) s", out)
+    return [float(t) for _, t in rows], [float(a) for a, _ in rows]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("snnsim")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=256)
+    p.add_argument("--T", type=int, default=8)
+    p.add_argument("--batch", type=int, default=64)
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    d = os.path.join(ROOT, "datasets", "mnist")
+    x_train = torch.from_numpy(idx(os.path.join(d, "train-images-idx3-ubyte.gz")).astype(np.float32) / 255.0)
+    y_train = torch.from_numpy(idx(os.path.join(d, "train-labels-idx1-ubyte.gz")).astype(np.int64))
+    x_test = torch.from_numpy(idx(os.path.join(d, "t10k-images-idx3-ubyte.gz")).astype(np.float32) / 255.0)
+    y_test = torch.from_numpy(idx(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).astype(np.int64))
+    print(f"784-{args.hidden}-10 LIF, T = {args.T}, batch {args.batch}, {args.threads} threads, "
+          f"{len(x_train)} train samples; torch {torch.__version__}, {torch.backends.mkldnn.is_available() and 'MKL-DNN' or ''}")
+    sj_t, sj_a = spikingjelly_epochs(args, x_train, y_train, x_test, y_test)
+    sn_t, sn_a = snnsim_epochs(args)
+    for e in range(args.epochs):
+        print(f"epoch {e + 1}: SpikingJelly {sj_t[e]:6.1f} s (test acc {sj_a[e]:.4f})   "
+              f"snnsim {sn_t[e]:6.1f} s (test acc {sn_a[e]:.4f})   speed-up {sj_t[e] / sn_t[e]:.2f}x")
+    print(f"mean seconds per epoch: SpikingJelly {np.mean(sj_t):.1f}, snnsim {np.mean(sn_t):.1f}, "
+          f"speed-up {np.mean(sj_t) / np.mean(sn_t):.2f}x")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
