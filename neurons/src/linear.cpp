@@ -20,22 +20,27 @@ namespace neurons::detail {
 SNN_DECLARE_LINEAR_ROWS(base)
 SNN_DECLARE_LINEAR_ROWS(avx2)
 #undef SNN_DECLARE_LINEAR_ROWS
+#define SNN_DECLARE_LINEAR_GRAD(isa)                                                                         \
+  namespace isa {                                                                                            \
+  template <typename T>                                                                                      \
+  void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in, int64_t out, int64_t steps, \
+                          int64_t batch, int64_t f0, int64_t f1);                                            \
+  }
+SNN_DECLARE_LINEAR_GRAD(base)
+SNN_DECLARE_LINEAR_GRAD(avx2)
+#undef SNN_DECLARE_LINEAR_GRAD
 }  // namespace neurons::detail
 
 namespace functional {
 namespace {
 
-// The batch-invariant forward on 2-D x [rows, in].
-torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (x2.is_cuda()) {
-    // On a GPU the layer runs as a plain matmul for now: batch invariance
-    // there needs a kernel of its own (the CUDA issue).
-    return bias.defined() ? torch::addmm(bias, x2, weight.t()) : x2.matmul(weight.t());
-  }
+// y[r, :] = b + sum over f ascending of x[r, f] wt[f, :], for x [rows, in]
+// and wt [in, out]: the fixed-order kernel behind forward and grad_x.
+torch::Tensor rows_times(const torch::Tensor& x2, const torch::Tensor& wt_any, const torch::Tensor& bias) {
   const torch::Tensor x = x2.contiguous();
-  const torch::Tensor wt = weight.t().contiguous();
+  const torch::Tensor wt = wt_any.contiguous();
   const torch::Tensor b = bias.defined() ? bias.contiguous() : torch::Tensor();
-  const int64_t rows = x.size(0), in = x.size(1), out = weight.size(0);
+  const int64_t rows = x.size(0), in = x.size(1), out = wt.size(1);
   torch::Tensor y = torch::empty({rows, out}, x.options());
   const bool use_avx2 = cpu_loops_use_avx2();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear", [&] {
@@ -55,28 +60,158 @@ torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weigh
   return y;
 }
 
+// The batch-invariant forward on 2-D x [rows, in].
+torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (x2.is_cuda()) {
+    // On a GPU the layer runs as a plain matmul for now: batch invariance
+    // there needs a kernel of its own (the CUDA issue).
+    return bias.defined() ? torch::addmm(bias, x2, weight.t()) : x2.matmul(weight.t());
+  }
+  return rows_times(x2, weight.t(), bias);
+}
+
+// Adds the weight gradient of x2 [steps * batch, in] and gy [steps * batch,
+// out] to sum_t [in, out] (double), split across threads by input, each
+// input's sums in BPTT row order: bit-identical for any thread count.
+void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& gy, torch::Tensor& sum_t, int64_t steps) {
+  const torch::Tensor x = x2.contiguous();
+  const torch::Tensor g = gy.to(torch::kDouble).contiguous();
+  const int64_t rows = x.size(0), in = x.size(1), out = g.size(1);
+  const int64_t batch = rows / steps;
+  const bool use_avx2 = cpu_loops_use_avx2();
+  double* sp = sum_t.data_ptr<double>();
+  const double* gp = g.data_ptr<double>();
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear_weight_grad", [&] {
+    const scalar_t* xp = x.data_ptr<scalar_t>();
+    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, rows * out / 8));
+    at::parallel_for(0, in, grain, [&](int64_t f0, int64_t f1) {
+      if (use_avx2) {
+        neurons::detail::avx2::linear_weight_grad(xp, gp, sp, in, out, steps, batch, f0, f1);
+      } else {
+        neurons::detail::base::linear_weight_grad(xp, gp, sp, in, out, steps, batch, f0, f1);
+      }
+    });
+  });
+}
+
+// Adds the bias gradient (the column sums of gy) to sum [out] in BPTT row order.
+void add_bias_grad(const torch::Tensor& gy, torch::Tensor& sum, int64_t steps) {
+  const torch::Tensor g = gy.to(torch::kDouble).contiguous();
+  const int64_t rows = g.size(0), out = g.size(1), batch = rows / steps;
+  const double* gp = g.data_ptr<double>();
+  double* sp = sum.data_ptr<double>();
+  for (int64_t s = steps - 1; s >= 0; --s) {
+    for (int64_t b = 0; b < batch; ++b) {
+      const double* row = gp + (s * batch + b) * out;
+      for (int64_t o = 0; o < out; ++o) sp[o] += row[o];
+    }
+  }
+}
+
+// Makes `sum` (double, shaped like param.grad() or its transpose) hold what
+// param.grad() holds: kept if the gradient is still the one written last
+// (the sum holds more bits), zero if there is none, else copied from it.
+void sync_sum(torch::Tensor& sum, const torch::Tensor& param, const torch::Tensor& written, uint32_t version,
+              bool transposed) {
+  const torch::Tensor& g = param.grad();
+  if (!g.defined()) {
+    sum.zero_();
+  } else if (!(written.defined() && g.is_same(written) && g._version() == version)) {
+    sum.copy_(transposed ? g.t() : g);
+  }
+}
+
+// Writes the rounding of `sum` to param.grad(), in place where the gradient
+// is the one written last, and remembers what it wrote.
+void publish_sum(const torch::Tensor& sum, torch::Tensor& param, torch::Tensor& written, uint32_t& version,
+                 bool transposed) {
+  const torch::Tensor value = transposed ? sum.t() : sum;
+  torch::Tensor& g = param.mutable_grad();
+  if (g.defined() && written.defined() && g.is_same(written)) {
+    g.copy_(value);
+  } else {
+    g = value.to(param.scalar_type()).contiguous();
+  }
+  written = g;
+  version = g._version();
+}
+
 struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x2,
-                               const torch::Tensor& weight, const torch::Tensor& bias) {
+                               const torch::Tensor& weight, const torch::Tensor& bias, int64_t steps,
+                               const c10::intrusive_ptr<LinearGradSums>& sums) {
     ctx->save_for_backward({x2, weight});
-    ctx->saved_data["has_bias"] = bias.defined() && bias.numel() > 0;
-    return linear_forward(x2, weight, bias.numel() > 0 ? bias : torch::Tensor());
+    const bool has_bias = bias.numel() > 0;
+    ctx->saved_data["has_bias"] = has_bias;
+    ctx->saved_data["steps"] = steps;
+    if (sums) {
+      ctx->saved_data["sums"] = c10::IValue::make_capsule(sums);
+      // The parameters themselves (not saved copies) get their .grad written.
+      ctx->saved_data["weight"] = weight;
+      if (has_bias) ctx->saved_data["bias"] = bias;
+    }
+    return linear_forward(x2, weight, has_bias ? bias : torch::Tensor());
   }
+
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
     const auto saved = ctx->get_saved_variables();
     const torch::Tensor& x2 = saved[0];
     const torch::Tensor& weight = saved[1];
     const torch::Tensor& gy = grad[0];
-    torch::Tensor gb;
-    if (ctx->saved_data["has_bias"].toBool()) gb = gy.sum(0);
-    return {gy.matmul(weight), gy.t().matmul(x2), gb};
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    const bool need_w = ctx->needs_input_grad(1), need_b = has_bias && ctx->needs_input_grad(2);
+    torch::Tensor gx, gw, gb;
+    if (gy.is_cuda()) {
+      if (ctx->needs_input_grad(0)) gx = gy.matmul(weight);
+      if (need_w) gw = gy.t().matmul(x2);
+      if (need_b) gb = gy.sum(0);
+      return {gx, gw, gb, torch::Tensor(), torch::Tensor()};
+    }
+    // grad_x[r, :] = sum over o ascending of gy[r, o] W[o, :]: the forward kernel with W as its [in, out].
+    if (ctx->needs_input_grad(0)) gx = rows_times(gy, weight, torch::Tensor());
+    if (!need_w && !need_b) return {gx, gw, gb, torch::Tensor(), torch::Tensor()};
+    const int64_t steps = ctx->saved_data["steps"].toInt();
+    const auto dbl = weight.options().dtype(torch::kDouble);
+    if (!ctx->saved_data.count("sums")) {
+      // One call's gradients, summed in double and rounded once.
+      if (need_w) {
+        torch::Tensor sum_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
+        add_weight_grad(x2, gy, sum_t, steps);
+        gw = sum_t.t().to(weight.scalar_type()).contiguous();
+      }
+      if (need_b) {
+        torch::Tensor sum = torch::zeros({weight.size(0)}, dbl);
+        add_bias_grad(gy, sum, steps);
+        gb = sum.to(weight.scalar_type());
+      }
+      return {gx, gw, gb, torch::Tensor(), torch::Tensor()};
+    }
+    // Sums carried across calls; the gradients go to .grad directly, so
+    // autograd gets none to accumulate (it would round per call).
+    auto sums = c10::static_intrusive_pointer_cast<LinearGradSums>(ctx->saved_data["sums"].toCapsule());
+    if (need_w) {
+      torch::Tensor param = ctx->saved_data["weight"].toTensor();
+      if (!sums->weight_t.defined()) sums->weight_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
+      sync_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
+      add_weight_grad(x2, gy, sums->weight_t, steps);
+      publish_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
+    }
+    if (need_b) {
+      torch::Tensor param = ctx->saved_data["bias"].toTensor();
+      if (!sums->bias.defined()) sums->bias = torch::zeros({weight.size(0)}, dbl);
+      sync_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
+      add_bias_grad(gy, sums->bias, steps);
+      publish_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
+    }
+    return {gx, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                     const c10::intrusive_ptr<LinearGradSums>& sums) {
   TORCH_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1), "linear: input of shape ",
               x.sizes(), " does not fit a weight of shape ", weight.sizes(), " (expected [..., ", weight.size(1), "])");
   TORCH_CHECK(x.scalar_type() == weight.scalar_type(), "linear: input is ", x.scalar_type(), " but the weight is ",
@@ -86,7 +221,9 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   const torch::Tensor x2 = x.reshape({-1, x.size(-1)});
   // Autograd records every tensor input, so an absent bias travels as an empty tensor.
   const torch::Tensor b = bias.defined() ? bias : torch::empty({0}, weight.options());
-  torch::Tensor y = LinearFunction::apply(x2, weight, b);
+  // Rows of a multi-step input [T, B, in] are step-major; BPTT order needs T.
+  const int64_t steps = x.dim() >= 3 ? x.size(0) : 1;
+  torch::Tensor y = LinearFunction::apply(x2, weight, b, steps, sums);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = weight.size(0);
   return y.view(shape);
@@ -103,6 +240,7 @@ LinearImpl::LinearImpl(const LinearOptions& options_) : options(options_) {
 }
 
 void LinearImpl::reset() {
+  grad_sums_ = options.carry_grad_sums() ? c10::make_intrusive<LinearGradSums>() : c10::intrusive_ptr<LinearGradSums>();
   weight = register_parameter("weight", torch::empty({options.out_features(), options.in_features()}));
   bias = register_parameter("bias", options.bias() ? torch::empty({options.out_features()}) : torch::Tensor(),
                             options.bias());
@@ -115,7 +253,7 @@ void LinearImpl::reset() {
   }
 }
 
-torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return functional::linear(x, weight, bias); }
+torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return functional::linear(x, weight, bias, grad_sums_); }
 
 void LinearImpl::pretty_print(std::ostream& os) const {
   os << "snn::Linear(in_features=" << options.in_features() << ", out_features=" << options.out_features()

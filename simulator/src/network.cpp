@@ -133,7 +133,7 @@ SpikingNetwork::SpikingNetwork(const NetworkConfig& config) : config_(config) {
   enc.seed(config_.seed).step_mode(StepMode::kMulti);
   encoder_ = PoissonEncoder(enc);
   for (size_t i = 0; i + 1 < config_.layers.size(); ++i) {
-    synapses_.emplace_back(config_.layers[i], config_.layers[i + 1]);
+    synapses_.emplace_back(LinearOptions(config_.layers[i], config_.layers[i + 1]).carry_grad_sums(true));
     NeuronModule n = make_neuron_layer(config_.neuron, StepMode::kMulti);
     neuron_modules_.push_back(n.module);
     neurons_.push_back(n.layer);

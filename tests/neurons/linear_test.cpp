@@ -47,6 +47,51 @@ TEST(Linear, AgreesWithTorchLinearAndItsGradients) {
   }
 }
 
+// With carried sums, a training step's gradients must not depend on how the
+// steps were blocked into calls, nor on the thread count: the backbone of
+// reproducible training for any steps_per_tick or stage partition.
+TEST(Linear, CarriedGradientSumsDoNotDependOnBlockingOrThreads) {
+  torch::manual_seed(3);
+  const int64_t T = 6, B = 5, I = 40, O = 19;
+  const torch::Tensor x = (torch::rand({T, B, I}) < 0.3).to(torch::kFloat);
+  const torch::Tensor gy = torch::randn({T, B, O});
+  Linear fc(LinearOptions(I, O).carry_grad_sums(true));
+  auto grads_with = [&](std::vector<int64_t> blocks, int threads) {
+    const int saved = at::get_num_threads();
+    at::set_num_threads(threads);
+    fc->zero_grad();
+    std::vector<torch::Tensor> ys;
+    int64_t t = 0;
+    for (int64_t len : blocks) {
+      ys.push_back(fc->forward(x.narrow(0, t, len)));
+      t += len;
+    }
+    (torch::cat(ys) * gy).sum().backward();
+    at::set_num_threads(saved);
+    return std::make_pair(fc->weight.grad().clone(), fc->bias.grad().clone());
+  };
+  const auto ref = grads_with({6}, 2);
+  // Reference in double: gy^T x summed over steps and samples.
+  const torch::Tensor gw = gy.reshape({-1, O}).to(torch::kDouble).t().matmul(x.reshape({-1, I}).to(torch::kDouble));
+  EXPECT_TRUE(torch::allclose(ref.first.to(torch::kDouble), gw, 1e-6, 1e-6));
+  EXPECT_TRUE(torch::allclose(ref.second.to(torch::kDouble), gy.sum(std::vector<int64_t>{0, 1}).to(torch::kDouble), 1e-6, 1e-6));
+  for (const auto& [blocks, threads] : std::vector<std::pair<std::vector<int64_t>, int>>{
+           {{1, 1, 1, 1, 1, 1}, 2}, {{4, 2}, 1}, {{2, 3, 1}, 2}, {{6}, 1}}) {
+    const auto g = grads_with(blocks, threads);
+    EXPECT_TRUE(torch::equal(g.first, ref.first)) << blocks.size() << " blocks, " << threads << " threads";
+    EXPECT_TRUE(torch::equal(g.second, ref.second)) << blocks.size() << " blocks, " << threads << " threads";
+  }
+  // Accumulating two backward passes without zero_grad adds, like autograd.
+  (fc->forward(x) * gy).sum().backward();
+  EXPECT_TRUE(torch::allclose(fc->weight.grad(), 2 * ref.first, 1e-6, 1e-6));
+  // A gradient zeroed in place (zero_grad without set_to_none) restarts the sums.
+  fc->weight.mutable_grad().zero_();
+  fc->bias.mutable_grad().zero_();
+  (fc->forward(x) * gy).sum().backward();
+  EXPECT_TRUE(torch::equal(fc->weight.grad(), ref.first));
+  EXPECT_TRUE(torch::equal(fc->bias.grad(), ref.second));
+}
+
 TEST(Linear, WithoutBiasAndBadShapes) {
   Linear fc(LinearOptions(4, 3).bias(false));
   EXPECT_FALSE(fc->bias.defined());

@@ -108,6 +108,46 @@ TEST(Training, SameSeedGivesIdenticalParametersAndLearningLowersTheLoss) {
   EXPECT_LT(losses[2], losses[0]);
 }
 
+// Training must give bit-identical parameters for any thread count, stage
+// partition and steps per tick (the batch size is a training hyperparameter:
+// it changes the optimisation itself).
+TEST(Training, ParametersAreIdenticalAcrossThreadsPartitionsAndStepsPerTick) {
+  const ImageDataset data = load_image_dataset(kFixture);
+  auto train = [&](NeuronModel model, std::vector<std::string> devices, int64_t K, int threads) {
+    NetworkConfig c = small_config();
+    c.neuron.model = model;
+    c.neuron.tau = 2.5;
+    c.devices = std::move(devices);
+    c.steps_per_tick = K;
+    SpikingNetwork net(c);
+    TrainOptions o;
+    o.batch_size = 32;
+    o.limit = 128;
+    o.lr = 2e-3;
+    const int saved = at::get_num_threads();
+    at::set_num_threads(threads);
+    Trainer trainer(net, o);
+    for (int64_t e = 0; e < 2; ++e) trainer.train_epoch(data.train, e);
+    at::set_num_threads(saved);
+    std::vector<torch::Tensor> p;
+    for (const auto& t : net.parameters()) p.push_back(t.detach().clone());
+    return p;
+  };
+  for (NeuronModel model : {NeuronModel::kLIF, NeuronModel::kParametricLIF}) {
+    const auto ref = train(model, {"cpu"}, 0, 2);
+    for (const auto& [devices, K, threads] : std::vector<std::tuple<std::vector<std::string>, int64_t, int>>{
+             {{"cpu"}, 1, 1}, {{"cpu", "cpu"}, 2, 2}, {{"cpu", "cpu", "cpu"}, 4, 1}, {{"cpu", "cpu"}, 0, 1}}) {
+      const auto p = train(model, devices, K, threads);
+      ASSERT_EQ(p.size(), ref.size());
+      for (size_t i = 0; i < p.size(); ++i) {
+        EXPECT_TRUE(torch::equal(p[i], ref[i]))
+            << to_string(model) << ": parameter " << i << ", " << devices.size() << " stages, K " << K << ", "
+            << threads << " threads";
+      }
+    }
+  }
+}
+
 TEST(Checkpoint, RoundTripsParametersAndConfig) {
   const std::string path = std::string("/tmp/snn_ckpt_test_") + std::to_string(::getpid()) + ".h5";
   NetworkConfig c = small_config();

@@ -8,8 +8,19 @@
 /// the last bits with the batch size, the micro-batch split or the number of
 /// time steps per block. Simulations must not: the pipeline's equivalence
 /// (any partition, split size, steps per tick) and reproducibility across
-/// thread counts rest on this layer. Backward uses LibTorch's matmuls.
+/// thread counts rest on this layer.
+///
+/// Backward on the CPU is just as deterministic: the input gradient uses the
+/// same fixed-order kernel, and the weight and bias gradients are summed in
+/// double precision over the rows in backpropagation-through-time order
+/// (steps descending, samples ascending). A layer module keeps those double
+/// sums across the backward calls of one optimiser step (one call per block
+/// of steps) when `carry_grad_sums` is set, and writes their float rounding
+/// to `weight.grad()`, so a training step gives bit-identical gradients for
+/// any number of steps per block, stage partition or thread count. On CUDA,
+/// backward uses matmuls.
 
+#include <ATen/core/ivalue.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
@@ -25,13 +36,37 @@ struct LinearOptions {
   TORCH_ARG(int64_t, out_features);
   /// Whether to add a learnable bias. Default true.
   TORCH_ARG(bool, bias) = true;
+  /// Carry double-precision gradient sums across backward calls and write
+  /// weight.grad() / bias.grad() directly (see the file comment). Makes
+  /// gradients independent of how the steps were blocked, but the weights'
+  /// gradients then bypass autograd: torch::autograd::grad() does not see
+  /// them, only .grad does. Default false (gradients through autograd,
+  /// summed in double within each call).
+  TORCH_ARG(bool, carry_grad_sums) = false;
+};
+
+/// Double-precision running sums of one layer's parameter gradients across
+/// backward calls (see the file comment). `weight_t` is [in, out] (rows
+/// are inputs: the event-driven accumulation writes contiguous rows);
+/// `written_*` are the gradient tensors last published and their versions,
+/// so that a gradient reset or changed by someone else (zero_grad, a user)
+/// restarts the sums from its value.
+struct LinearGradSums : torch::CustomClassHolder {
+  torch::Tensor weight_t, bias;
+  torch::Tensor written_weight, written_bias;
+  uint32_t written_weight_version = 0, written_bias_version = 0;
 };
 
 namespace functional {
 /// y[..., o] = b[o] + sum over f in ascending order, x[..., f] != 0, of x[..., f] W[o, f].
 /// x: [..., in] float32/float64; weight [out, in]; bias [out] or undefined.
 /// Differentiable w.r.t. x, weight and bias.
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {});
+/// On the CPU, the weight and bias gradients of each call are summed in double
+/// and rounded once per call; pass `sums` to carry the sums across calls
+/// instead (the module does): the gradients then go straight to
+/// weight.grad() / bias.grad(), not through autograd's accumulation.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {},
+                     const c10::intrusive_ptr<LinearGradSums>& sums = {});
 }  // namespace functional
 
 /// Batch-invariant fully connected layer (see the file comment); initialised
@@ -47,6 +82,9 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   LinearOptions options;
   torch::Tensor weight;
   torch::Tensor bias;
+
+ private:
+  c10::intrusive_ptr<LinearGradSums> grad_sums_;
 };
 TORCH_MODULE(Linear);
 
