@@ -114,6 +114,9 @@ struct TrainFlags {
   double lr = 1e-3;
   std::string loss = "mse";
   int64_t limit = -1;
+  double weight_decay = 0;
+  std::string lr_schedule = "constant";
+  int64_t augment_shift = 0;
   std::string checkpoint;
   std::string resume;
   SimFlags sim;
@@ -123,7 +126,8 @@ struct TrainFlags {
 // resuming: the checkpoint's values are used.
 const std::vector<std::string> kFixedWhenResuming = {
     "--layers", "--model", "--tau", "--decay-input", "--v-threshold", "--v-reset", "--refractory", "--surrogate",
-    "--T",      "--seed",  "--lr",  "--loss",        "--limit",       "--batch-size"};
+    "--T",      "--seed",  "--lr",  "--loss",        "--limit",       "--batch-size", "--weight-decay",
+    "--lr-schedule", "--augment-shift"};
 
 void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   if (!f.resume.empty()) {
@@ -148,6 +152,11 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
     }
     c = resumed.network->config();
     o = resumed.training;
+    if (o.lr_schedule == LrSchedule::kCosine && f.epochs != o.epochs) {
+      throw Error("the checkpoint's cosine schedule spans " + std::to_string(o.epochs) +
+                  " epochs; resume with --epochs " + std::to_string(o.epochs));
+    }
+    o.epochs = f.epochs;
   } else {
     c.layers = NetworkConfig::parse_layers(f.layers);
     c.neuron = neuron_params(f.neuron);
@@ -158,6 +167,10 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
     o.loss = parse_loss(f.loss);
     o.shuffle_seed = f.seed;
     o.limit = f.limit;
+    o.weight_decay = f.weight_decay;
+    o.lr_schedule = parse_lr_schedule(f.lr_schedule);
+    o.epochs = f.epochs;
+    o.augment_shift = f.augment_shift;
   }
   apply_sim_flags(f.sim, c);
   const ImageDataset data = load_image_dataset(f.sim.data_dir, c.layers.back());
@@ -264,6 +277,17 @@ Run add_train_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"mse", "ce"}));
   cmd->add_option("--limit", f->limit, "Train on the first N samples only (-1: all)")->capture_default_str();
+  cmd->add_option("--weight-decay", f->weight_decay, "Adam's L2 penalty on all parameters")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--lr-schedule", f->lr_schedule,
+                  "constant, or cosine: lr * (1 + cos(pi * epoch / epochs)) / 2, annealed over --epochs")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"constant", "cosine"}));
+  cmd->add_option("--augment-shift", f->augment_shift,
+                  "Shift each training image by up to N pixels per axis (drawn per seed, epoch and sample; 0: off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
   cmd->add_option("--checkpoint", f->checkpoint,
                   "Output checkpoint (HDF5), rewritten after every epoch (default: snnsim-checkpoint.h5, or the "
                   "--resume file)");

@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <sstream>
 
@@ -186,6 +188,37 @@ std::vector<torch::Tensor> epoch_batches(int64_t n, int64_t batch_size, bool shu
     const int64_t len = std::min(batch_size, n - b);
     if (drop_last && len < batch_size) break;
     out.push_back(order.narrow(0, b, len));
+  }
+  return out;
+}
+
+torch::Tensor random_shift(const torch::Tensor& images, const torch::Tensor& indices, int64_t max_shift, uint64_t seed,
+                           int64_t epoch) {
+  if (max_shift < 0) throw Error("image shift must be >= 0 pixels, got " + std::to_string(max_shift));
+  if (max_shift == 0) return images;
+  if (images.dim() != 3) {
+    std::ostringstream os;
+    os << "shifting images needs [B, H, W] images, got " << images.sizes();
+    throw Error(os.str());
+  }
+  TORCH_CHECK(indices.dim() == 1 && indices.size(0) == images.size(0), "random_shift: indices must be [",
+              images.size(0), "], got ", indices.sizes());
+  const int64_t h = images.size(1), w = images.size(2);
+  const torch::Tensor idx = indices.to(torch::kLong).contiguous();
+  const int64_t* ip = idx.data_ptr<int64_t>();
+  torch::Tensor out = torch::zeros_like(images);
+  const uint64_t span = static_cast<uint64_t>(2 * max_shift + 1);
+  for (int64_t b = 0; b < images.size(0); ++b) {
+    // A stream of its own per (seed, epoch, sample): mixing, not sequence position.
+    uint64_t state = seed ^ (0xD1B54A32D192ED03ULL * static_cast<uint64_t>(epoch + 1)) ^
+                     (0x8CB92BA72F3D8DD7ULL * static_cast<uint64_t>(ip[b] + 1));
+    const int64_t dy = static_cast<int64_t>(bounded(state, span)) - max_shift;
+    const int64_t dx = static_cast<int64_t>(bounded(state, span)) - max_shift;
+    const int64_t rows = h - std::abs(dy), cols = w - std::abs(dx);
+    if (rows <= 0 || cols <= 0) continue;  // moved out of the frame entirely
+    out[b].narrow(0, std::max<int64_t>(dy, 0), rows)
+        .narrow(1, std::max<int64_t>(dx, 0), cols)
+        .copy_(images[b].narrow(0, std::max<int64_t>(-dy, 0), rows).narrow(1, std::max<int64_t>(-dx, 0), cols));
   }
   return out;
 }

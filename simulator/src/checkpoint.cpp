@@ -109,8 +109,15 @@ torch::Tensor read_tensor(hid_t file, const std::string& name, c10::IntArrayRef 
 }
 
 std::string training_json(const TrainOptions& o) {
-  const nlohmann::json j{{"batch_size", o.batch_size}, {"lr", o.lr},      {"loss", to_string(o.loss)},
-                         {"shuffle_seed", o.shuffle_seed}, {"limit", o.limit}};
+  const nlohmann::json j{{"batch_size", o.batch_size},
+                         {"lr", o.lr},
+                         {"loss", to_string(o.loss)},
+                         {"shuffle_seed", o.shuffle_seed},
+                         {"limit", o.limit},
+                         {"weight_decay", o.weight_decay},
+                         {"lr_schedule", to_string(o.lr_schedule)},
+                         {"epochs", o.epochs},
+                         {"augment_shift", o.augment_shift}};
   return j.dump();
 }
 
@@ -123,6 +130,11 @@ TrainOptions training_from_json(const std::string& text, const std::string& path
     o.loss = parse_loss(j.at("loss").get<std::string>());
     o.shuffle_seed = j.at("shuffle_seed").get<uint64_t>();
     o.limit = j.at("limit").get<int64_t>();
+    // Absent from checkpoints of snnsim 0.1 (no regularisation yet): their defaults.
+    o.weight_decay = j.value("weight_decay", 0.0);
+    o.lr_schedule = parse_lr_schedule(j.value("lr_schedule", std::string("constant")));
+    o.epochs = j.value("epochs", int64_t{1});
+    o.augment_shift = j.value("augment_shift", int64_t{0});
     return o;
   } catch (const nlohmann::json::exception& e) {
     throw Error("checkpoint '" + path + "': bad training options: " + e.what());

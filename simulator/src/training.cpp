@@ -4,6 +4,7 @@
 #include <torch/optim/adam.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "snn/core/error.h"
 
@@ -16,6 +17,20 @@ Loss parse_loss(const std::string& name) {
 }
 
 std::string to_string(Loss loss) { return loss == Loss::kMse ? "mse" : "ce"; }
+
+LrSchedule parse_lr_schedule(const std::string& name) {
+  if (name == "constant") return LrSchedule::kConstant;
+  if (name == "cosine") return LrSchedule::kCosine;
+  throw Error("unknown learning-rate schedule '" + name + "': expected constant or cosine");
+}
+
+std::string to_string(LrSchedule schedule) { return schedule == LrSchedule::kConstant ? "constant" : "cosine"; }
+
+double Trainer::learning_rate(int64_t epoch) const {
+  if (options_.lr_schedule == LrSchedule::kConstant) return options_.lr;
+  const double progress = std::min(1.0, static_cast<double>(epoch) / static_cast<double>(options_.epochs));
+  return options_.lr * 0.5 * (1.0 + std::cos(M_PI * progress));
+}
 
 std::vector<AdamMoments> Trainer::optimizer_state() const {
   std::vector<AdamMoments> out;
@@ -60,7 +75,15 @@ Trainer::Trainer(SpikingNetwork& network, TrainOptions options)
     : net_(network), options_(options), pipe_(network.make_pipeline()) {
   if (options_.batch_size < 1) throw Error("batch size must be >= 1, got " + std::to_string(options_.batch_size));
   if (!(options_.lr > 0)) throw Error("learning rate must be positive, got " + std::to_string(options_.lr));
-  adam_ = std::make_unique<torch::optim::Adam>(net_.parameters(), torch::optim::AdamOptions(options_.lr));
+  if (!(options_.weight_decay >= 0)) {
+    throw Error("weight decay must be >= 0, got " + std::to_string(options_.weight_decay));
+  }
+  if (options_.epochs < 1) throw Error("epochs must be >= 1, got " + std::to_string(options_.epochs));
+  if (options_.augment_shift < 0) {
+    throw Error("image shift must be >= 0 pixels, got " + std::to_string(options_.augment_shift));
+  }
+  adam_ = std::make_unique<torch::optim::Adam>(
+      net_.parameters(), torch::optim::AdamOptions(options_.lr).weight_decay(options_.weight_decay));
 }
 
 EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
@@ -73,8 +96,11 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
   stats.epoch = epoch;
   double loss_sum = 0;
   int64_t correct = 0;
+  for (auto& group : adam_->param_groups()) group.options().set_lr(learning_rate(epoch));
   for (const torch::Tensor& idx : epoch_batches(n, options_.batch_size, true, options_.shuffle_seed, epoch)) {
-    const torch::Tensor x = net_.prepare_input(data.images.index_select(0, idx));
+    const torch::Tensor images = random_shift(data.images.index_select(0, idx), idx, options_.augment_shift,
+                                              options_.shuffle_seed, epoch);
+    const torch::Tensor x = net_.prepare_input(images);
     const torch::Tensor y = data.labels.index_select(0, idx);
     adam_->zero_grad();
     const torch::Tensor counts = pipe_.constant_forward(x, T, true, idx).to(torch::kCPU);

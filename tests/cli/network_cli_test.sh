@@ -9,7 +9,8 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-common=(--data-dir "$fixture" --layers 784-48-10 --T 4 --batch-size 32 --threads 1 --v-threshold 0.5)
+common=(--data-dir "$fixture" --layers 784-48-10 --T 4 --batch-size 32 --threads 1 --v-threshold 0.5
+  --augment-shift 1 --weight-decay 1e-4)
 "$snnsim" train "${common[@]}" --epochs 2 --checkpoint "$tmp/ck.h5" >"$tmp/train.out" 2>"$tmp/train.err" ||
   fail "train failed: $(cat "$tmp/train.err")"
 grep -q "^epoch 2/2: train loss" "$tmp/train.out" && ok || fail "train printed no epoch line: $(cat "$tmp/train.out")"
@@ -57,6 +58,17 @@ with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
 PY
 expect_error "resume changes lr" "--lr cannot change when resuming" train --resume "$tmp/half.h5" --epochs 2 --lr 0.1 --data-dir "$fixture"
 expect_error "resume past the end" "already has 2 epochs" train --resume "$tmp/ck.h5" --epochs 2 --data-dir "$fixture"
+"$python" - "$tmp/ck.h5" <<'PY' && ok || fail "training options missing from the checkpoint"
+import json, sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    t = json.loads(f.attrs["training"])
+    assert t["augment_shift"] == 1 and t["weight_decay"] == 1e-4 and t["lr_schedule"] == "constant", t
+PY
+"$snnsim" train "${common[@]}" --epochs 1 --lr-schedule cosine --checkpoint "$tmp/cos.h5" >/dev/null 2>&1 ||
+  fail "cosine train failed"
+expect_error "resume stretches a cosine schedule" "cosine schedule spans 1 epochs" \
+  train --resume "$tmp/cos.h5" --epochs 3 --data-dir "$fixture"
+expect_error "bad schedule" "lr-schedule" train --lr-schedule linear --data-dir "$fixture"
 
 # A TOML config holds the flags; the command line overrides it; typos are errors.
 printf '[train]\nlayers = "784-24-10"\nT = 3\nepochs = 1\nthreads = 1\ndata-dir = "%s"\ncheckpoint = "%s"\n' \

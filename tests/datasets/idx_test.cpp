@@ -167,5 +167,39 @@ TEST(Batches, CoverEverySampleOnceWithARemainder) {
   EXPECT_THROW(epoch_batches(5, 0, false, 0, 0), Error);
 }
 
+TEST(Augment, ShiftsMoveContentAndDependOnlyOnSeedEpochAndSample) {
+  // Images whose pixel values encode their own coordinates.
+  const torch::Tensor one = (torch::arange(1, 50, torch::kLong).reshape({7, 7}) % 256).to(torch::kUInt8);
+  const torch::Tensor images = one.unsqueeze(0).repeat({20, 1, 1});
+  const torch::Tensor idx = torch::arange(100, 120, torch::kLong);
+  const torch::Tensor out = random_shift(images, idx, 2, 5, 1);
+  EXPECT_TRUE(torch::equal(out, random_shift(images, idx, 2, 5, 1)));
+  EXPECT_FALSE(torch::equal(out, random_shift(images, idx, 2, 5, 2)));
+  EXPECT_FALSE(torch::equal(out, random_shift(images, idx, 2, 6, 1)));
+  // Per sample, not per batch position: a sample alone gets its shift again.
+  EXPECT_TRUE(torch::equal(random_shift(images.narrow(0, 7, 1), idx.narrow(0, 7, 1), 2, 5, 1), out.narrow(0, 7, 1)));
+  int moved = 0;
+  for (int64_t b = 0; b < 20; ++b) {
+    // Find the shift from where pixel (3, 3) (value 25) went; it must be within 2.
+    const torch::Tensor where = (out[b] == 25).nonzero();
+    ASSERT_EQ(where.size(0), 1) << b;
+    const int64_t dy = where[0][0].item<int64_t>() - 3, dx = where[0][1].item<int64_t>() - 3;
+    EXPECT_LE(std::abs(dy), 2);
+    EXPECT_LE(std::abs(dx), 2);
+    moved += (dy != 0 || dx != 0);
+    for (int64_t y = 0; y < 7; ++y) {
+      for (int64_t x = 0; x < 7; ++x) {
+        const int64_t sy = y - dy, sx = x - dx;
+        const int expected = (sy >= 0 && sy < 7 && sx >= 0 && sx < 7) ? one[sy][sx].item<int>() : 0;
+        EXPECT_EQ(out[b][y][x].item<int>(), expected) << b << " " << y << " " << x;
+      }
+    }
+  }
+  EXPECT_GT(moved, 10);
+  EXPECT_TRUE(torch::equal(random_shift(images, idx, 0, 5, 1), images));
+  EXPECT_THROW(random_shift(images.reshape({20, 49}), idx, 1, 0, 0), Error);
+  EXPECT_THROW(random_shift(images, idx, -1, 0, 0), Error);
+}
+
 }  // namespace
 }  // namespace snn

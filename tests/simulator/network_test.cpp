@@ -148,6 +148,25 @@ TEST(Training, ParametersAreIdenticalAcrossThreadsPartitionsAndStepsPerTick) {
   }
 }
 
+TEST(Training, CosineScheduleAnnealsFromLrTowardsZero) {
+  SpikingNetwork net(small_config());
+  TrainOptions o;
+  o.lr = 1e-3;
+  o.epochs = 4;
+  o.lr_schedule = LrSchedule::kCosine;
+  const Trainer cosine(net, o);
+  EXPECT_DOUBLE_EQ(cosine.learning_rate(0), 1e-3);
+  EXPECT_NEAR(cosine.learning_rate(2), 5e-4, 1e-15);
+  EXPECT_NEAR(cosine.learning_rate(4), 0.0, 1e-15);
+  EXPECT_LT(cosine.learning_rate(3), cosine.learning_rate(1));
+  o.lr_schedule = LrSchedule::kConstant;
+  EXPECT_DOUBLE_EQ(Trainer(net, o).learning_rate(3), 1e-3);
+  EXPECT_EQ(parse_lr_schedule("cosine"), LrSchedule::kCosine);
+  EXPECT_THROW(parse_lr_schedule("step"), Error);
+  o.weight_decay = -1;
+  EXPECT_THROW(Trainer(net, o), Error);
+}
+
 TEST(Checkpoint, RoundTripsParametersAndConfig) {
   const std::string path = std::string("/tmp/snn_ckpt_test_") + std::to_string(::getpid()) + ".h5";
   NetworkConfig c = small_config();

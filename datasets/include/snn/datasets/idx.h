@@ -58,4 +58,12 @@ torch::Tensor shuffled_indices(int64_t n, uint64_t seed, int64_t epoch);
 std::vector<torch::Tensor> epoch_batches(int64_t n, int64_t batch_size, bool shuffle, uint64_t seed, int64_t epoch,
                                          bool drop_last = false);
 
+/// Training augmentation: each image [H, W] of images [B, H, W] moved by
+/// (dy, dx), each uniform in [-max_shift, max_shift] pixels, with zeros
+/// filling the uncovered border. The shift depends only on (seed, epoch,
+/// the sample's global index in `indices` [B]), so it is the same for any
+/// batching or thread count. max_shift 0 returns the images unchanged.
+torch::Tensor random_shift(const torch::Tensor& images, const torch::Tensor& indices, int64_t max_shift, uint64_t seed,
+                           int64_t epoch);
+
 }  // namespace snn

@@ -23,13 +23,27 @@ enum class Loss {
 Loss parse_loss(const std::string& name);  ///< "mse" or "ce"
 std::string to_string(Loss loss);          ///< "mse" or "ce"
 
+/// How the learning rate changes over the epochs.
+enum class LrSchedule {
+  kConstant,  ///< lr throughout
+  kCosine,    ///< lr * (1 + cos(pi * e / epochs)) / 2 in epoch e (0-based): from lr towards 0
+};
+LrSchedule parse_lr_schedule(const std::string& name);  ///< "constant" or "cosine"
+std::string to_string(LrSchedule schedule);             ///< "constant" or "cosine"
+
 /// Options of train_epoch.
 struct TrainOptions {
   int64_t batch_size = 64;   ///< samples per optimiser step; default 64
-  double lr = 1e-3;          ///< Adam learning rate; default 1e-3
+  double lr = 1e-3;          ///< Adam learning rate (peak, for a schedule); default 1e-3
   Loss loss = Loss::kMse;    ///< default MSE on rates
   uint64_t shuffle_seed = 0; ///< batch order of epoch e is a function of (shuffle_seed, e)
   int64_t limit = -1;        ///< use only the first `limit` samples (-1: all)
+  double weight_decay = 0;   ///< Adam's L2 penalty on every parameter; default 0
+  LrSchedule lr_schedule = LrSchedule::kConstant;  ///< default constant
+  int64_t epochs = 1;        ///< the run's total epochs: the length of the cosine schedule
+  /// Random image translation by up to this many pixels per axis, drawn per
+  /// (shuffle_seed, epoch, sample); 0 (default) = none. Images must be [N, H, W].
+  int64_t augment_shift = 0;
 };
 
 /// What one epoch of training measured.
@@ -53,7 +67,8 @@ struct AdamMoments {
 class Trainer {
  public:
   Trainer(SpikingNetwork& network, TrainOptions options);
-  /// One pass over data (shuffled by (shuffle_seed, epoch)); progress(done,
+  /// One pass over data (shuffled by (shuffle_seed, epoch)), at the epoch's
+  /// learning rate (learning_rate(epoch)); progress(done,
   /// total, running loss) is called after every batch when given.
   EpochStats train_epoch(const LabeledImages& data, int64_t epoch,
                          const std::function<void(int64_t, int64_t, double)>& progress = {});
@@ -63,6 +78,8 @@ class Trainer {
   /// Restores what optimizer_state() returned (e.g. from a checkpoint).
   void load_optimizer_state(const std::vector<AdamMoments>& state);
   const TrainOptions& options() const { return options_; }
+  /// The learning rate of epoch e (0-based) under the schedule.
+  double learning_rate(int64_t epoch) const;
 
  private:
   SpikingNetwork& net_;
