@@ -76,6 +76,16 @@ printf '[train]\nlayers = "784-24-10"\nT = 3\nepochs = 1\nthreads = 1\ndata-dir 
 "$snnsim" --config "$tmp/cfg.toml" train --T 2 >"$tmp/cfg.out" 2>&1 || fail "train from config failed: $(cat "$tmp/cfg.out")"
 grep -q "^training 784-24-10 on .*T = 2," "$tmp/cfg.out" && [[ -f "$tmp/cfg.h5" ]] && ok ||
   fail "config not applied or not overridden: $(cat "$tmp/cfg.out")"
+# The same as JSON; lists become the flags' comma-separated values.
+printf '{"train": {"layers": "784-24-10", "T": 3, "epochs": 1, "threads": 1, "devices": ["cpu", "cpu"], "data-dir": "%s", "checkpoint": "%s"}}' \
+  "$fixture" "$tmp/json.h5" >"$tmp/cfg.json"
+"$snnsim" --config "$tmp/cfg.json" train >"$tmp/json.out" 2>&1 || fail "train from JSON config failed: $(cat "$tmp/json.out")"
+grep -q "^training 784-24-10 on .*T = 3," "$tmp/json.out" && [[ -f "$tmp/json.h5" ]] && ok ||
+  fail "JSON config not applied: $(cat "$tmp/json.out")"
+printf '{"train": {"layerz": 3}}' >"$tmp/typo.json"
+expect_error "JSON config typo" "train.layerz" --config "$tmp/typo.json" train --data-dir "$fixture"
+printf '{"train": {"layers": ' >"$tmp/broken.json"
+expect_error "broken JSON config" "does not parse" --config "$tmp/broken.json" train --data-dir "$fixture"
 printf '[train]\nlayerz = "784-24-10"\n' >"$tmp/typo.toml"
 expect_error "config typo" "train.layerz" --config "$tmp/typo.toml" train --data-dir "$fixture"
 expect_error "missing config" "not readable" --config "$tmp/none.toml" train
