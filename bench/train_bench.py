@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Seconds per training epoch, snnsim against SpikingJelly, in one run.
+"""Seconds per training epoch, snnsim against SpikingJelly and a naive
+per-step LibTorch loop in C++ (bench/train_naive.cpp), in one run.
 
 Same network (784-H-10 LIF, tau 2, hard reset 0), T, batch size, surrogate
 (ATan, alpha 2), loss (MSE of firing rates to one-hot), optimiser (Adam,
@@ -7,7 +8,8 @@ lr 1e-3), Poisson encoding, data (the embedded 8k/2k MNIST split) and
 intra-op thread count. SpikingJelly 0.0.0.0.14 runs in multi-step mode with
 its torch backend (the CuPy backend needs a GPU).
 
-Usage: train_bench.py SNNSIM [--threads N] [--epochs E] [--hidden H] [--T T] [--batch B]
+Usage: train_bench.py SNNSIM [--naive TRAIN_NAIVE] [--threads N] [--epochs E] [--hidden H] [--T T] [--batch B]
+(TRAIN_NAIVE defaults to build/bench/train_naive.)
 """
 import argparse
 import gzip
@@ -77,9 +79,18 @@ def snnsim_epochs(args):
     return [float(t) for _, t in rows], [float(a) for a, _ in rows]
 
 
+def naive_epochs(args):
+    cmd = [args.naive, os.path.join(ROOT, "datasets", "mnist"), "--hidden", str(args.hidden), "--T", str(args.T),
+           "--batch", str(args.batch), "--epochs", str(args.epochs), "--threads", str(args.threads)]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    rows = re.findall(r"epoch \d+/\d+: test accuracy ([0-9.]+), ([0-9.]+) s", out)
+    return [float(t) for _, t in rows], [float(a) for a, _ in rows]
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("snnsim")
+    p.add_argument("--naive", default=os.path.join(ROOT, "build", "bench", "train_naive"))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--hidden", type=int, default=256)
@@ -95,12 +106,15 @@ def main():
     print(f"784-{args.hidden}-10 LIF, T = {args.T}, batch {args.batch}, {args.threads} threads, "
           f"{len(x_train)} train samples; torch {torch.__version__}, {torch.backends.mkldnn.is_available() and 'MKL-DNN' or ''}")
     sj_t, sj_a = spikingjelly_epochs(args, x_train, y_train, x_test, y_test)
+    nv_t, nv_a = naive_epochs(args)
     sn_t, sn_a = snnsim_epochs(args)
     for e in range(args.epochs):
-        print(f"epoch {e + 1}: SpikingJelly {sj_t[e]:6.1f} s (test acc {sj_a[e]:.4f})   "
-              f"snnsim {sn_t[e]:6.1f} s (test acc {sn_a[e]:.4f})   speed-up {sj_t[e] / sn_t[e]:.2f}x")
-    print(f"mean seconds per epoch: SpikingJelly {np.mean(sj_t):.1f}, snnsim {np.mean(sn_t):.1f}, "
-          f"speed-up {np.mean(sj_t) / np.mean(sn_t):.2f}x")
+        print(f"epoch {e + 1}: SpikingJelly {sj_t[e]:6.2f} s (test acc {sj_a[e]:.4f})   "
+              f"naive C++ {nv_t[e]:6.2f} s (test acc {nv_a[e]:.4f})   "
+              f"snnsim {sn_t[e]:6.2f} s (test acc {sn_a[e]:.4f})")
+    print(f"mean seconds per epoch: SpikingJelly {np.mean(sj_t):.2f}, naive C++ {np.mean(nv_t):.2f}, "
+          f"snnsim {np.mean(sn_t):.2f}; snnsim speed-up {np.mean(sj_t) / np.mean(sn_t):.2f}x over SpikingJelly, "
+          f"{np.mean(nv_t) / np.mean(sn_t):.2f}x over the naive loop")
 
 
 if __name__ == "__main__":

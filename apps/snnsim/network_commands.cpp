@@ -3,6 +3,7 @@
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,13 +50,27 @@ std::vector<int64_t> parse_balance(const std::string& text) {
   return out;
 }
 
+// The embedded MNIST subset: the source tree's copy while it exists (a
+// build tree), else the installed copy relative to the executable.
+std::string default_data_dir() {
+  struct stat st {};
+  if (::stat(SNN_DEFAULT_DATA_DIR, &st) == 0) return SNN_DEFAULT_DATA_DIR;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return SNN_DEFAULT_DATA_DIR;
+  std::string dir(exe, static_cast<size_t>(n));
+  dir = dir.substr(0, dir.rfind('/'));    // .../bin
+  dir = dir.substr(0, dir.rfind('/'));    // the prefix
+  return dir + "/" + SNN_INSTALLED_DATA_DIR;
+}
+
 // Flags that place and time the simulation (train and run).
 struct SimFlags {
   std::string devices = "cpu";
   std::string balance;
   int64_t steps_per_tick = 0;
   int threads = 0;
-  std::string data_dir = SNN_DEFAULT_DATA_DIR;
+  std::string data_dir = default_data_dir();
   int64_t batch_size = 64;
 };
 
