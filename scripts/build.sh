@@ -12,8 +12,9 @@ shift || true
 export CCACHE_BASEDIR="$root"
 mkdir -p "$build"
 log="$build/build.log"
+: >"$log"  # this build's messages only
 if [[ ! -f "$build/build.ninja" || $# -gt 0 ]]; then
-  if ! cmake -S "$root" -B "$build" -G Ninja "$@" >"$log" 2>&1; then
+  if ! cmake -S "$root" -B "$build" -G Ninja "$@" >>"$log" 2>&1; then
     cat "$log" >&2
     echo "build: cmake configure failed in $build (log above)" >&2
     exit 1

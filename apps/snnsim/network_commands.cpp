@@ -76,7 +76,9 @@ struct SimFlags {
 
 void add_sim_flags(CLI::App* cmd, SimFlags& f) {
   cmd->add_option("--devices", f.devices, "Pipeline stages' devices, comma-separated (cpu, cuda:N)")->capture_default_str();
-  cmd->add_option("--balance", f.balance, "Layers per stage, comma-separated (default: even split)");
+  cmd->add_option("--balance", f.balance,
+                  "Layers per stage, comma-separated, or 'auto': time each layer on a first batch and split them so "
+                  "that the slowest stage is fastest (default: even split)");
   cmd->add_option("--steps-per-tick", f.steps_per_tick, "Steps per pipeline block K (0 = T)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
@@ -87,9 +89,25 @@ void add_sim_flags(CLI::App* cmd, SimFlags& f) {
   cmd->add_option("--batch-size", f.batch_size, "Samples per batch")->capture_default_str()->check(CLI::PositiveNumber);
 }
 
+// --balance auto: measures the layers on the first batch of `images` and sets
+// the network's balance; says what it chose.
+void auto_balance(const SimFlags& f, SpikingNetwork& net, const torch::Tensor& images) {
+  if (f.balance != "auto") return;
+  const int64_t stages = static_cast<int64_t>(net.config().devices.size());
+  const std::vector<int64_t> b =
+      net.measure_balance(images.narrow(0, 0, std::min<int64_t>(f.batch_size, images.size(0))), stages);
+  net.set_balance(b);
+  std::string layers, ms;
+  for (size_t i = 0; i < b.size(); ++i) layers += (i ? "," : "") + std::to_string(b[i]);
+  for (size_t i = 0; i < net.measured_layer_seconds().size(); ++i) {
+    ms += fmt::format("{}{:.2f}", i ? ", " : "", 1e3 * net.measured_layer_seconds()[i]);
+  }
+  std::cout << "balance auto: " << layers << " layers per stage (measured ms per layer: " << ms << ")\n";
+}
+
 void apply_sim_flags(const SimFlags& f, NetworkConfig& c) {
   c.devices = split_list(f.devices);
-  c.balance = f.balance.empty() ? std::vector<int64_t>{} : parse_balance(f.balance);
+  c.balance = (f.balance.empty() || f.balance == "auto") ? std::vector<int64_t>{} : parse_balance(f.balance);
   c.steps_per_tick = f.steps_per_tick;
   if (f.threads > 0) at::set_num_threads(f.threads);
   c.validate();
@@ -191,6 +209,7 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   const ImageDataset data = load_image_dataset(f.sim.data_dir, c.layers.back());
   SpikingNetwork net(c);
   net.prepare_input(data.train.images.narrow(0, 0, 1));  // input size check before any output
+  auto_balance(f.sim, net, data.train.images);
   Trainer trainer(net, o);
   if (resumed.network) {
     torch::NoGradGuard no_grad;
@@ -242,6 +261,8 @@ void run_run(const RunFlags& f) {
   }
   const ImageDataset data = load_image_dataset(f.sim.data_dir, c.layers.back());
   const LabeledImages& split = f.split == "train" ? data.train : data.test;
+  net.prepare_input(split.images.narrow(0, 0, 1));
+  auto_balance(f.sim, net, split.images);
   const auto t0 = std::chrono::steady_clock::now();
   const EvalResult r = evaluate(net, split, f.sim.batch_size, f.limit);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

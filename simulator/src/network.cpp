@@ -2,7 +2,9 @@
 
 #include <torch/nn/modules/container/sequential.h>
 
+#include <chrono>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -177,6 +179,67 @@ ModelPipeline SpikingNetwork::make_pipeline() const {
     pipe.append(seq, torch::Device(config_.devices[s]));
   }
   return pipe;
+}
+
+std::vector<int64_t> balanced_partition(const std::vector<double>& costs, int64_t groups) {
+  const int64_t n = static_cast<int64_t>(costs.size());
+  if (groups < 1 || groups > n) {
+    throw Error("cannot split " + std::to_string(n) + " layers into " + std::to_string(groups) +
+                " non-empty stages");
+  }
+  std::vector<double> prefix(n + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + costs[i];
+  // best[g][i]: the smallest possible maximum when the first i items form g groups.
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<std::vector<double>> best(groups + 1, std::vector<double>(n + 1, inf));
+  std::vector<std::vector<int64_t>> cut(groups + 1, std::vector<int64_t>(n + 1, 0));
+  best[0][0] = 0;
+  for (int64_t g = 1; g <= groups; ++g) {
+    for (int64_t i = g; i <= n; ++i) {
+      for (int64_t j = i - 1; j >= g - 1; --j) {  // the last group is items [j, i)
+        const double worst = std::max(best[g - 1][j], prefix[i] - prefix[j]);
+        if (worst < best[g][i]) {
+          best[g][i] = worst;
+          cut[g][i] = j;
+        }
+      }
+    }
+  }
+  std::vector<int64_t> sizes(groups);
+  for (int64_t g = groups, i = n; g >= 1; --g) {
+    sizes[g - 1] = i - cut[g][i];
+    i = cut[g][i];
+  }
+  return sizes;
+}
+
+std::vector<int64_t> SpikingNetwork::measure_balance(const torch::Tensor& images, int64_t stages, int repeats) {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = prepare_input(images);
+  const int64_t T = config_.steps;
+  PoissonEncoder enc(PoissonEncoderOptions().seed(config_.seed).step_mode(StepMode::kMulti));
+  torch::Tensor spikes = enc->forward(x.unsqueeze(0).expand({T, x.size(0), x.size(1)}));
+  measured_seconds_.assign(synapses_.size(), std::numeric_limits<double>::infinity());
+  for (size_t i = 0; i < synapses_.size(); ++i) {
+    torch::Tensor out;
+    for (int r = 0; r < std::max(1, repeats); ++r) {
+      neurons_[i]->reset_state();
+      const auto t0 = std::chrono::steady_clock::now();
+      out = neuron_modules_[i].forward(synapses_[i]->forward(spikes));
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      measured_seconds_[i] = std::min(measured_seconds_[i], s);
+    }
+    neurons_[i]->reset_state();
+    spikes = out;
+  }
+  return balanced_partition(measured_seconds_, stages);
+}
+
+void SpikingNetwork::set_balance(std::vector<int64_t> balance) {
+  NetworkConfig c = config_;
+  c.balance = std::move(balance);
+  c.validate();
+  config_ = std::move(c);
 }
 
 torch::Tensor SpikingNetwork::prepare_input(const torch::Tensor& images) const {

@@ -44,6 +44,16 @@ a, b = (json.load(open(p)) for p in sys.argv[1:])
 assert a["accuracy_by_step"] == b["accuracy_by_step"] and a["firing_rate"] == b["firing_rate"]
 PY
 
+# --balance auto measures the layers, says what it chose, and changes nothing else.
+"$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --devices cpu,cpu --balance auto \
+  --summary "$tmp/run3.json" >"$tmp/run3.out" 2>&1 || fail "auto-balanced run failed: $(cat "$tmp/run3.out")"
+grep -q "^balance auto: 1,1 layers per stage" "$tmp/run3.out" && ok || fail "no balance line: $(cat "$tmp/run3.out")"
+"$python" - "$tmp/run.json" "$tmp/run3.json" <<'PY' && ok || fail "auto-balanced run differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert a["accuracy_by_step"] == b["accuracy_by_step"] and a["firing_rate"] == b["firing_rate"]
+PY
+
 # --resume continues exactly: 1 epoch + resume to 2 equals 2 epochs straight.
 "$snnsim" train "${common[@]}" --epochs 1 --checkpoint "$tmp/half.h5" >/dev/null 2>&1 || fail "1-epoch train failed"
 "$snnsim" train --resume "$tmp/half.h5" --epochs 2 --threads 1 --data-dir "$fixture" --checkpoint "$tmp/resumed.h5" \

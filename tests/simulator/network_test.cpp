@@ -167,6 +167,33 @@ TEST(Training, CosineScheduleAnnealsFromLrTowardsZero) {
   EXPECT_THROW(Trainer(net, o), Error);
 }
 
+TEST(Balance, PartitionMinimisesTheSlowestStage) {
+  EXPECT_EQ(balanced_partition({5, 1, 1, 1}, 2), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(balanced_partition({1, 1, 1, 5}, 2), (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(balanced_partition({3, 3, 2, 2, 2}, 3), (std::vector<int64_t>{1, 2, 2}));  // 3 / 5 / 4
+  EXPECT_EQ(balanced_partition({1, 2, 3}, 3), (std::vector<int64_t>{1, 1, 1}));
+  EXPECT_EQ(balanced_partition({4, 4}, 1), (std::vector<int64_t>{2}));
+  EXPECT_THROW(balanced_partition({1, 2}, 3), Error);
+  EXPECT_THROW(balanced_partition({1, 2}, 0), Error);
+}
+
+TEST(Balance, MeasuredBalanceIsValidAndLeavesResultsUnchanged) {
+  const ImageDataset data = load_image_dataset(kFixture);
+  NetworkConfig c = small_config();
+  c.layers = {784, 200, 16, 10};  // the first layer dominates: it gets a stage to itself
+  c.devices = {"cpu", "cpu"};
+  SpikingNetwork net(c);
+  const EvalResult before = evaluate(net, data.test, 50);
+  const std::vector<int64_t> b = net.measure_balance(data.test.images.narrow(0, 0, 32), 2);
+  ASSERT_EQ(net.measured_layer_seconds().size(), 3u);
+  EXPECT_EQ(b, (std::vector<int64_t>{1, 2}));
+  net.set_balance(b);
+  EXPECT_EQ(net.config().balance, b);
+  const EvalResult after = evaluate(net, data.test, 50);
+  EXPECT_TRUE(torch::equal(after.counts, before.counts));
+  EXPECT_THROW(net.set_balance({3, 1}), Error);
+}
+
 TEST(Checkpoint, RoundTripsParametersAndConfig) {
   const std::string path = std::string("/tmp/snn_ckpt_test_") + std::to_string(::getpid()) + ".h5";
   NetworkConfig c = small_config();

@@ -52,6 +52,17 @@ class SpikingNetwork {
   ModelPipeline make_pipeline() const;
   /// Neuron layers in order (for firing rates and state).
   const std::vector<std::shared_ptr<NeuronLayer>>& neuron_layers() const { return neurons_; }
+  /// The auto-balancer: times each (synapse, neuron) layer on `images`
+  /// (encoded for T steps, each layer fed the previous one's real spikes,
+  /// best of `repeats`, on the CPU), then splits the layers into `stages`
+  /// contiguous groups so that the slowest group is as fast as possible.
+  /// Returns the layers per stage (for set_balance). The partition never
+  /// changes results, only speed.
+  std::vector<int64_t> measure_balance(const torch::Tensor& images, int64_t stages, int repeats = 3);
+  /// Seconds per layer from the last measure_balance (empty before).
+  const std::vector<double>& measured_layer_seconds() const { return measured_seconds_; }
+  /// Sets config().balance (validated) for later make_pipeline() calls.
+  void set_balance(std::vector<int64_t> balance);
   /// Input images [B, ...] uint8 or float in [0, 1] -> [B, features] float32.
   torch::Tensor prepare_input(const torch::Tensor& images) const;
 
@@ -61,6 +72,12 @@ class SpikingNetwork {
   std::vector<Linear> synapses_;
   std::vector<torch::nn::AnyModule> neuron_modules_;
   std::vector<std::shared_ptr<NeuronLayer>> neurons_;
+  std::vector<double> measured_seconds_;
 };
+
+/// Splits items with the given costs, in order, into `groups` contiguous
+/// non-empty groups minimising the largest group's total cost (ties: the
+/// earliest groups take the most items). Returns the group sizes.
+std::vector<int64_t> balanced_partition(const std::vector<double>& costs, int64_t groups);
 
 }  // namespace snn
