@@ -100,6 +100,28 @@ printf '[train]\nlayerz = "784-24-10"\n' >"$tmp/typo.toml"
 expect_error "config typo" "train.layerz" --config "$tmp/typo.toml" train --data-dir "$fixture"
 expect_error "missing config" "not readable" --config "$tmp/none.toml" train
 
+# A checkpoint that does not match its network: a parameter missing or of the wrong shape.
+"$python" - "$tmp/ck.h5" "$tmp/lacks.h5" "$tmp/shape.h5" <<'PY' || fail "could not make broken checkpoints"
+import shutil, sys, h5py, numpy as np
+shutil.copy(sys.argv[1], sys.argv[2]); shutil.copy(sys.argv[1], sys.argv[3])
+with h5py.File(sys.argv[2], "r+") as f:
+    del f["parameters/fc1.weight"]
+with h5py.File(sys.argv[3], "r+") as f:
+    del f["parameters/fc0.weight"]
+    f["parameters/fc0.weight"] = np.zeros((48, 700), np.float32)
+PY
+expect_error "checkpoint lacks a parameter" "lacks parameters/fc1.weight" run --checkpoint "$tmp/lacks.h5" --data-dir "$fixture"
+expect_error "checkpoint shape mismatch" "parameters/fc0.weight has the wrong shape" run --checkpoint "$tmp/shape.h5" --data-dir "$fixture"
+# Images that do not fit the checkpoint's input layer (10x10 = 100 values vs 784).
+mkdir -p "$tmp/small"
+"$python" - "$tmp/small" <<'PY' || fail "could not write small images"
+import struct, sys
+d = sys.argv[1]
+for split, n in (("train", 20), ("t10k", 10)):
+    open(f"{d}/{split}-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x803, n, 10, 10) + bytes(100 * n))
+    open(f"{d}/{split}-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, n) + bytes(n))
+PY
+expect_error "images do not fit the checkpoint" "input size is 784 but the images have 100" run --checkpoint "$tmp/ck.h5" --data-dir "$tmp/small"
 expect_error "missing checkpoint" "cannot open checkpoint" run --checkpoint "$tmp/none.h5" --data-dir "$fixture"
 expect_error "not a checkpoint" "is not an HDF5 file" run --checkpoint "$fixture/t10k-labels-idx1-ubyte" --data-dir "$fixture"
 expect_error "bad data dir" "does not exist" train --data-dir "$tmp/nodata" --epochs 1
