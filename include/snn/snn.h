@@ -10,5 +10,6 @@
 #include "snn/neurons/linear.h"
 #include "snn/neurons/surrogate.h"
 #include "snn/pipeline/model_pipeline.h"
+#include "snn/recording/events.h"
 #include "snn/simulator/csv.h"
 #include "snn/simulator/neuron_sim.h"
