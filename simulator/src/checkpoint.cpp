@@ -8,53 +8,18 @@
 #include <vector>
 
 #include "snn/core/build_info.h"
+#include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
 
 namespace snn {
 namespace {
 
-// HDF5 identifiers closed on scope exit.
-class Handle {
- public:
-  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
-  ~Handle() {
-    if (id_ >= 0) close_(id_);
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-  Handle(Handle&& other) noexcept : id_(other.id_), close_(other.close_) { other.id_ = -1; }
-  hid_t get() const { return id_; }
-  bool ok() const { return id_ >= 0; }
+using hdf5::check;
+using hdf5::Handle;
+using hdf5::QuietHdf5;
+using hdf5::write_int_attribute;
+using hdf5::write_string_attribute;
 
- private:
-  hid_t id_;
-  herr_t (*close_)(hid_t);
-};
-
-// HDF5 prints its own error stack to stderr by default; we report one line.
-struct QuietHdf5 {
-  QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
-};
-
-void check(herr_t status, const std::string& what) {
-  if (status < 0) throw Error(what);
-}
-
-void write_string_attribute(hid_t loc, const char* name, const std::string& value) {
-  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  check(H5Tset_size(type.get(), value.size() + 1), "HDF5: cannot size a string attribute");
-  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle attr(H5Acreate2(loc, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name);
-  check(H5Awrite(attr.get(), type.get(), value.c_str()), std::string("HDF5: cannot write attribute ") + name);
-}
-
-void write_int_attribute(hid_t loc, const char* name, int64_t value) {
-  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle attr(H5Acreate2(loc, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name);
-  check(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value), std::string("HDF5: cannot write attribute ") + name);
-}
 
 int64_t read_int_attribute(hid_t loc, const char* name, const std::string& path) {
   Handle attr(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);

@@ -1,0 +1,67 @@
+#pragma once
+// Small RAII and attribute helpers over the HDF5 C API, shared by the
+// components that write HDF5 (checkpoints, recordings). Include only from
+// targets that link HDF5.
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+
+#include "snn/core/error.h"
+
+namespace snn::hdf5 {
+
+// HDF5 identifiers closed on scope exit.
+class Handle {
+ public:
+  Handle(hid_t id, herr_t (*close)(hid_t)) : id_(id), close_(close) {}
+  ~Handle() {
+    if (id_ >= 0) close_(id_);
+  }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  Handle(Handle&& other) noexcept : id_(other.id_), close_(other.close_) { other.id_ = -1; }
+  Handle& operator=(Handle&& other) noexcept {
+    if (this != &other) {
+      if (id_ >= 0) close_(id_);
+      id_ = other.id_;
+      close_ = other.close_;
+      other.id_ = -1;
+    }
+    return *this;
+  }
+  hid_t get() const { return id_; }
+  bool ok() const { return id_ >= 0; }
+
+ private:
+  hid_t id_;
+  herr_t (*close_)(hid_t);
+};
+
+// HDF5 prints its own error stack to stderr by default; we report one line.
+struct QuietHdf5 {
+  QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+};
+
+inline void check(herr_t status, const std::string& what) {
+  if (status < 0) throw Error(what);
+}
+
+inline void write_string_attribute(hid_t loc, const char* name, const std::string& value) {
+  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  check(H5Tset_size(type.get(), value.size() + 1), "HDF5: cannot size a string attribute");
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attr(H5Acreate2(loc, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name);
+  check(H5Awrite(attr.get(), type.get(), value.c_str()), std::string("HDF5: cannot write attribute ") + name);
+}
+
+inline void write_int_attribute(hid_t loc, const char* name, int64_t value) {
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attr(H5Acreate2(loc, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name);
+  check(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value), std::string("HDF5: cannot write attribute ") + name);
+}
+
+}  // namespace snn::hdf5

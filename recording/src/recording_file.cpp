@@ -1,0 +1,402 @@
+#include "snn/recording/recording_file.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cerrno>
+#include <cstring>
+
+#include "snn/core/detail/hdf5.h"
+#include "snn/core/error.h"
+
+namespace snn::recording {
+namespace {
+
+using hdf5::check;
+using hdf5::Handle;
+
+constexpr hsize_t kSpikeChunk = 65536;  // elements per chunk of the spike datasets
+constexpr hsize_t kRowChunk = 1024;     // rows per chunk of the per-sample datasets
+constexpr unsigned kDeflate = 4;
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+// A 1-D or 2-D dataset growing along its first dimension.
+struct Growing {
+  Handle ds{-1, H5Dclose};
+  hid_t mem_type = -1;
+  hsize_t rows = 0;
+  hsize_t width = 0;  // 0: one-dimensional
+
+  // Appends `n` rows from `data` (mem_type, row-major).
+  void append(const void* data, hsize_t n, const std::string& what) {
+    if (n == 0) return;
+    hsize_t dims[2] = {rows + n, width};
+    check(H5Dset_extent(ds.get(), dims), "recording: cannot extend " + what);
+    Handle file_space(H5Dget_space(ds.get()), H5Sclose);
+    hsize_t start[2] = {rows, 0}, count[2] = {n, width};
+    check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start, nullptr, count, nullptr),
+          "recording: cannot select rows of " + what);
+    Handle mem_space(H5Screate_simple(width ? 2 : 1, count, nullptr), H5Sclose);
+    check(H5Dwrite(ds.get(), mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, data),
+          "recording: cannot write " + what);
+    rows += n;
+  }
+};
+
+Handle make_group(hid_t parent, const std::string& name) {
+  Handle g(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!g.ok()) throw Error("recording: cannot create group " + name);
+  return g;
+}
+
+// An extendible chunked dataset (shuffle + deflate: built-in filters only,
+// so that every HDF5 reader opens it).
+Growing make_growing(hid_t parent, const std::string& name, hid_t file_type, hid_t mem_type, hsize_t width,
+                     hsize_t chunk_rows) {
+  Growing g;
+  g.mem_type = mem_type;
+  g.width = width;
+  const int rank = width ? 2 : 1;
+  hsize_t dims[2] = {0, width}, maxdims[2] = {H5S_UNLIMITED, width};
+  hsize_t chunk[2] = {chunk_rows, width ? width : 1};
+  Handle space(H5Screate_simple(rank, dims, maxdims), H5Sclose);
+  Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+  check(H5Pset_chunk(dcpl.get(), rank, chunk), "recording: cannot chunk " + name);
+  check(H5Pset_shuffle(dcpl.get()), "recording: no shuffle filter");
+  check(H5Pset_deflate(dcpl.get(), kDeflate), "recording: no deflate filter");
+  g.ds = Handle(H5Dcreate2(parent, name.c_str(), file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+                H5Dclose);
+  if (!g.ds.ok()) throw Error("recording: cannot create dataset " + name);
+  return g;
+}
+
+// A small fixed dataset written once.
+void write_fixed(hid_t parent, const std::string& name, hid_t file_type, hid_t mem_type, hsize_t n, const void* data) {
+  Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
+  Handle ds(H5Dcreate2(parent, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            H5Dclose);
+  if (!ds.ok()) throw Error("recording: cannot create dataset " + name);
+  if (n > 0) check(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "recording: cannot write " + name);
+}
+
+void write_units(hid_t ds, const char* units) { hdf5::write_string_attribute(ds, "units", units); }
+
+// SONATA's sorting attribute: an HDF5 enum over uint8 (libsonata reads it as one).
+void write_sorting_by_time(hid_t group) {
+  Handle type(H5Tenum_create(H5T_NATIVE_UINT8), H5Tclose);
+  const uint8_t none = 0, by_id = 1, by_time = 2;
+  H5Tenum_insert(type.get(), "none", &none);
+  H5Tenum_insert(type.get(), "by_id", &by_id);
+  H5Tenum_insert(type.get(), "by_time", &by_time);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attr(H5Acreate2(group, "sorting", type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok()) throw Error("recording: cannot create the sorting attribute");
+  check(H5Awrite(attr.get(), type.get(), &by_time), "recording: cannot write the sorting attribute");
+}
+
+// The status: a fixed-length string dataset, so that it can change under SWMR.
+constexpr size_t kStatusLength = 16;
+Handle string_type(size_t n) {
+  Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(t.get(), n);
+  H5Tset_strpad(t.get(), H5T_STR_NULLPAD);
+  return t;
+}
+
+void write_scalar(hid_t ds, hid_t mem_type, const void* value, const std::string& what) {
+  check(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, value), "recording: cannot write " + what);
+}
+
+std::string padded(const std::string& s) {
+  std::string out = s.substr(0, kStatusLength);
+  out.resize(kStatusLength, '\0');
+  return out;
+}
+
+}  // namespace
+
+struct RecordingFile::State {
+  std::string path;
+  RecordingLayout layout;
+  Handle file{-1, H5Fclose};
+  Handle counter{-1, H5Dclose};  // /meta/samples_committed
+  Handle status{-1, H5Dclose};   // /meta/status
+  Handle time_range{-1, H5Dclose};
+  struct Pop {
+    Growing timestamps, node_ids, ptr;
+    std::vector<int64_t> ids;  // recorded ids (all when the population records everything)
+    uint64_t spikes = 0;
+  };
+  std::vector<Pop> pops;
+  std::vector<Growing> reports;
+  std::vector<Handle> report_times;
+  Growing label, predicted, counts, t_start, t_stop;
+  int64_t appended = 0;
+  int64_t committed = 0;
+  bool finished = false;
+};
+
+RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
+                             const std::vector<std::pair<std::string, std::string>>& meta, bool overwrite)
+    : s_(std::make_unique<State>()) {
+  hdf5::QuietHdf5 quiet;
+  s_->path = std::move(path);
+  s_->layout = std::move(layout);
+  const RecordingLayout& L = s_->layout;
+  if (L.steps < 1) throw Error("recording: T must be >= 1, got " + std::to_string(L.steps));
+  if (!(L.dt_ms > 0)) throw Error("recording: dt must be positive");
+  if (!overwrite && exists(s_->path)) {
+    throw Error("recording '" + s_->path + "' exists; pass --overwrite to replace it");
+  }
+  const std::string partial = partial_path();
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  // SWMR needs the latest file format.
+  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "recording: HDF5 lacks SWMR");
+  s_->file = Handle(H5Fcreate(partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  if (!s_->file.ok()) throw Error("recording: cannot create '" + partial + "'");
+  const hid_t f = s_->file.get();
+
+  // Root: SONATA's magic and version, and ours.
+  {
+    const uint32_t magic = 0x0A7A, version[2] = {0, 1};
+    Handle scalar(H5Screate(H5S_SCALAR), H5Sclose);
+    Handle a(H5Acreate2(f, "magic", H5T_STD_U32LE, scalar.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    check(H5Awrite(a.get(), H5T_NATIVE_UINT32, &magic), "recording: cannot write magic");
+    const hsize_t two = 2;
+    Handle pair(H5Screate_simple(1, &two, nullptr), H5Sclose);
+    Handle v(H5Acreate2(f, "version", H5T_STD_U32LE, pair.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    check(H5Awrite(v.get(), H5T_NATIVE_UINT32, version), "recording: cannot write version");
+    hdf5::write_string_attribute(f, "format", "snnsim-recording");
+    hdf5::write_int_attribute(f, "format_version", 1);
+  }
+
+  // /meta: provenance attributes, status and the committed-samples counter.
+  {
+    Handle g = make_group(f, "meta");
+    for (const auto& [k, v] : meta) hdf5::write_string_attribute(g.get(), k.c_str(), v);
+    hdf5::write_int_attribute(g.get(), "steps_per_sample", L.steps);
+    Handle scalar(H5Screate(H5S_SCALAR), H5Sclose);
+    s_->counter = Handle(H5Dcreate2(g.get(), "samples_committed", H5T_STD_U64LE, scalar.get(), H5P_DEFAULT,
+                                    H5P_DEFAULT, H5P_DEFAULT),
+                         H5Dclose);
+    const uint64_t zero = 0;
+    write_scalar(s_->counter.get(), H5T_NATIVE_UINT64, &zero, "samples_committed");
+    Handle st = string_type(kStatusLength);
+    s_->status = Handle(
+        H5Dcreate2(g.get(), "status", st.get(), scalar.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
+    write_scalar(s_->status.get(), st.get(), padded("running").data(), "status");
+    Handle pops = make_group(g.get(), "populations");
+    for (const auto& p : L.spikes) {
+      Handle pg = make_group(pops.get(), p.name);
+      hdf5::write_int_attribute(pg.get(), "n_nodes", p.size);
+      hdf5::write_int_attribute(pg.get(), "layer", p.layer);
+      std::vector<uint64_t> ids;
+      for (int64_t i = 0; i < (p.node_ids.empty() ? p.size : 0); ++i) ids.push_back(static_cast<uint64_t>(i));
+      for (auto i : p.node_ids) ids.push_back(static_cast<uint64_t>(i));
+      write_fixed(pg.get(), "recorded_node_ids", H5T_STD_U64LE, H5T_NATIVE_UINT64, ids.size(), ids.data());
+    }
+  }
+
+  // /spikes/<pop>: one SONATA population per recorded layer.
+  {
+    Handle g = make_group(f, "spikes");
+    for (const auto& p : L.spikes) {
+      if (p.name.empty() || p.name.find('/') != std::string::npos) {
+        throw Error("recording: bad population name '" + p.name + "'");
+      }
+      Handle pg = make_group(g.get(), p.name);
+      write_sorting_by_time(pg.get());
+      State::Pop pop;
+      pop.timestamps = make_growing(pg.get(), "timestamps", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, kSpikeChunk);
+      write_units(pop.timestamps.ds.get(), "ms");
+      pop.node_ids = make_growing(pg.get(), "node_ids", H5T_STD_U64LE, H5T_NATIVE_UINT64, 0, kSpikeChunk);
+      s_->pops.push_back(std::move(pop));
+    }
+  }
+
+  // /report/<pop>: membrane potentials of the chosen neurons.
+  {
+    Handle g = make_group(f, "report");
+    for (const auto& p : L.traces) {
+      if (p.node_ids.empty()) throw Error("recording: population '" + p.name + "' records no neuron's potential");
+      const hsize_t n = p.node_ids.size();
+      Handle pg = make_group(g.get(), p.name);
+      Growing data = make_growing(pg.get(), "data", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, n,
+                                  std::max<hsize_t>(1, kSpikeChunk / n));
+      write_units(data.ds.get(), "mV");
+      s_->reports.push_back(std::move(data));
+      Handle m = make_group(pg.get(), "mapping");
+      std::vector<uint64_t> ids(p.node_ids.begin(), p.node_ids.end()), ptr(n + 1);
+      std::vector<uint32_t> elements(n, 0);
+      for (hsize_t i = 0; i <= n; ++i) ptr[i] = i;
+      write_fixed(m.get(), "node_ids", H5T_STD_U64LE, H5T_NATIVE_UINT64, n, ids.data());
+      write_fixed(m.get(), "index_pointers", H5T_STD_U64LE, H5T_NATIVE_UINT64, n + 1, ptr.data());
+      write_fixed(m.get(), "element_ids", H5T_STD_U32LE, H5T_NATIVE_UINT32, n, elements.data());
+      const double time[3] = {0.0, 0.0, L.dt_ms};
+      write_fixed(m.get(), "time", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 3, time);
+      s_->report_times.emplace_back(H5Dopen2(m.get(), "time", H5P_DEFAULT), H5Dclose);
+      write_units(s_->report_times.back().get(), "ms");
+    }
+  }
+
+  // /samples: one row per sample, and each population's spike pointers.
+  {
+    Handle g = make_group(f, "samples");
+    s_->label = make_growing(g.get(), "label", H5T_STD_I16LE, H5T_NATIVE_INT16, 0, kRowChunk);
+    s_->predicted = make_growing(g.get(), "predicted", H5T_STD_I16LE, H5T_NATIVE_INT16, 0, kRowChunk);
+    s_->counts = make_growing(g.get(), "output_counts", H5T_STD_U32LE, H5T_NATIVE_UINT32,
+                              static_cast<hsize_t>(L.classes), kRowChunk);
+    s_->t_start = make_growing(g.get(), "t_start_ms", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, kRowChunk);
+    s_->t_stop = make_growing(g.get(), "t_stop_ms", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, kRowChunk);
+    Handle ptr = make_group(g.get(), "spike_ptr");
+    for (size_t i = 0; i < L.spikes.size(); ++i) {
+      s_->pops[i].ptr = make_growing(ptr.get(), L.spikes[i].name, H5T_STD_U64LE, H5T_NATIVE_UINT64, 0, kRowChunk);
+      const uint64_t zero = 0;
+      s_->pops[i].ptr.append(&zero, 1, "spike_ptr");
+    }
+  }
+
+  // Everything exists: from here on only raw data changes (SWMR's rule).
+  check(H5Fstart_swmr_write(f), "recording: cannot start SWMR writing on '" + partial + "'");
+}
+
+RecordingFile::~RecordingFile() {
+  if (!s_ || s_->finished || !s_->file.ok()) return;
+  try {
+    finish("aborted");
+  } catch (...) {
+    // The file keeps what was committed; nothing more can be done here.
+  }
+}
+
+void RecordingFile::append(const SampleBatch& b) {
+  hdf5::QuietHdf5 quiet;
+  const RecordingLayout& L = s_->layout;
+  if (s_->finished) throw Error("recording: append after finish");
+  const int64_t n = b.labels.size(0);
+  TORCH_CHECK(b.predicted.size(0) == n && b.output_counts.dim() == 2 && b.output_counts.size(0) == n &&
+                  b.output_counts.size(1) == L.classes,
+              "recording: a batch of ", n, " samples needs predicted [", n, "] and output_counts [", n, ", ",
+              L.classes, "], got ", b.predicted.sizes(), " and ", b.output_counts.sizes());
+  TORCH_CHECK(b.spikes.size() == L.spikes.size() && b.traces.size() == L.traces.size(),
+              "recording: the batch has ", b.spikes.size(), " spike and ", b.traces.size(),
+              " trace populations, the layout ", L.spikes.size(), " and ", L.traces.size());
+  const double T = static_cast<double>(L.steps);
+  const int64_t first = s_->appended;
+
+  // Spikes, then traces, then the sample rows and spike pointers.
+  std::vector<std::vector<uint64_t>> ptr_rows(L.spikes.size());
+  for (size_t p = 0; p < L.spikes.size(); ++p) {
+    const SpikeEvents& e = b.spikes[p];
+    const torch::Tensor sample = e.sample.to(torch::kLong).contiguous();
+    const torch::Tensor step = e.step.to(torch::kLong).contiguous();
+    const torch::Tensor node = e.node.to(torch::kLong).contiguous();
+    const int64_t m = sample.numel();
+    std::vector<double> ts(static_cast<size_t>(m));
+    std::vector<uint64_t> ids(static_cast<size_t>(m));
+    const int64_t* sp = sample.data_ptr<int64_t>();
+    const int64_t* tp = step.data_ptr<int64_t>();
+    const int64_t* np = node.data_ptr<int64_t>();
+    std::vector<uint64_t> per(static_cast<size_t>(n), 0);
+    for (int64_t i = 0; i < m; ++i) {
+      TORCH_CHECK(sp[i] >= 0 && sp[i] < n && tp[i] >= 0 && tp[i] < L.steps && np[i] >= 0 &&
+                      np[i] < L.spikes[p].size && (i == 0 || sp[i] > sp[i - 1] ||
+                                                    (sp[i] == sp[i - 1] && (tp[i] > tp[i - 1] ||
+                                                                            (tp[i] == tp[i - 1] && np[i] > np[i - 1])))),
+                  "recording: population '", L.spikes[p].name, "': event ", i,
+                  " is out of range or out of (sample, step, id) order");
+      ts[i] = (static_cast<double>(first + sp[i]) * T + static_cast<double>(tp[i])) * L.dt_ms;
+      ids[i] = static_cast<uint64_t>(np[i]);
+      ++per[static_cast<size_t>(sp[i])];
+    }
+    auto& pop = s_->pops[p];
+    pop.timestamps.append(ts.data(), static_cast<hsize_t>(m), "timestamps");
+    pop.node_ids.append(ids.data(), static_cast<hsize_t>(m), "node_ids");
+    for (int64_t s = 0; s < n; ++s) {
+      pop.spikes += per[static_cast<size_t>(s)];
+      ptr_rows[p].push_back(pop.spikes);
+    }
+  }
+  for (size_t r = 0; r < L.traces.size(); ++r) {
+    const torch::Tensor v = b.traces[r].to(torch::kCPU, torch::kFloat).contiguous();
+    const int64_t width = static_cast<int64_t>(L.traces[r].node_ids.size());
+    TORCH_CHECK(v.dim() == 3 && v.size(0) == n && v.size(1) == L.steps && v.size(2) == width,
+                "recording: traces of '", L.traces[r].name, "' must be [", n, ", ", L.steps, ", ", width, "], got ",
+                v.sizes());
+    s_->reports[r].append(v.data_ptr<float>(), static_cast<hsize_t>(n * L.steps), "report data");
+  }
+  std::vector<int16_t> label(n), pred(n);
+  std::vector<double> t0(n), t1(n);
+  const torch::Tensor lab = b.labels.to(torch::kLong).contiguous(), prd = b.predicted.to(torch::kLong).contiguous();
+  for (int64_t s = 0; s < n; ++s) {
+    label[s] = static_cast<int16_t>(lab.data_ptr<int64_t>()[s]);
+    pred[s] = static_cast<int16_t>(prd.data_ptr<int64_t>()[s]);
+    t0[s] = static_cast<double>(first + s) * T * L.dt_ms;
+    t1[s] = static_cast<double>(first + s + 1) * T * L.dt_ms;
+  }
+  const torch::Tensor counts = b.output_counts.to(torch::kCPU, torch::kDouble).round().to(torch::kInt).contiguous();
+  s_->label.append(label.data(), n, "label");
+  s_->predicted.append(pred.data(), n, "predicted");
+  s_->counts.append(counts.data_ptr<int32_t>(), n, "output_counts");
+  s_->t_start.append(t0.data(), n, "t_start_ms");
+  s_->t_stop.append(t1.data(), n, "t_stop_ms");
+  for (size_t p = 0; p < L.spikes.size(); ++p) s_->pops[p].ptr.append(ptr_rows[p].data(), n, "spike_ptr");
+  s_->appended += n;
+}
+
+void RecordingFile::commit() {
+  hdf5::QuietHdf5 quiet;
+  if (s_->finished) throw Error("recording: commit after finish");
+  const double t_stop = static_cast<double>(s_->appended) * static_cast<double>(s_->layout.steps) * s_->layout.dt_ms;
+  for (auto& t : s_->report_times) {
+    const double time[3] = {0.0, t_stop, s_->layout.dt_ms};
+    write_scalar(t.get(), H5T_NATIVE_DOUBLE, time, "report time");
+  }
+  const uint64_t n = static_cast<uint64_t>(s_->appended);
+  write_scalar(s_->counter.get(), H5T_NATIVE_UINT64, &n, "samples_committed");
+  check(H5Fflush(s_->file.get(), H5F_SCOPE_GLOBAL), "recording: cannot flush '" + partial_path() + "'");
+  s_->committed = s_->appended;
+}
+
+void RecordingFile::finish(const std::string& status, const std::vector<std::pair<std::string, std::string>>& final_meta) {
+  hdf5::QuietHdf5 quiet;
+  if (s_->finished) return;
+  commit();
+  Handle st = string_type(kStatusLength);
+  write_scalar(s_->status.get(), st.get(), padded(status).data(), "status");
+  s_->finished = true;
+  // Close every object, then reopen without SWMR to add attributes.
+  s_->pops.clear();
+  s_->reports.clear();
+  s_->report_times.clear();
+  s_->label = Growing{};
+  s_->predicted = Growing{};
+  s_->counts = Growing{};
+  s_->t_start = Growing{};
+  s_->t_stop = Growing{};
+  s_->counter = Handle(-1, H5Dclose);
+  s_->status = Handle(-1, H5Dclose);
+  s_->file = Handle(-1, H5Fclose);
+  const std::string partial = partial_path();
+  {
+    Handle f(H5Fopen(partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
+    if (!f.ok()) throw Error("recording: cannot reopen '" + partial + "' to finish it");
+    Handle meta(H5Gopen2(f.get(), "meta", H5P_DEFAULT), H5Gclose);
+    for (const auto& [k, v] : final_meta) hdf5::write_string_attribute(meta.get(), k.c_str(), v);
+  }
+  if (status == "complete" && std::rename(partial.c_str(), s_->path.c_str()) != 0) {
+    throw Error("recording: cannot rename '" + partial + "' to '" + s_->path + "': " + std::strerror(errno));
+  }
+}
+
+int64_t RecordingFile::samples_appended() const { return s_->appended; }
+int64_t RecordingFile::samples_committed() const { return s_->committed; }
+const std::string& RecordingFile::path() const { return s_->path; }
+std::string RecordingFile::partial_path() const { return s_->path + ".partial"; }
+
+}  // namespace snn::recording

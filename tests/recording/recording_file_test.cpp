@@ -1,0 +1,143 @@
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "snn/core/error.h"
+#include "snn/recording/recording_file.h"
+
+namespace snn::recording {
+namespace {
+
+std::string temp_path(const std::string& name) {
+  return "/tmp/snn_recording_test_" + std::to_string(::getpid()) + "_" + name;
+}
+
+bool exists(const std::string& p) { return std::ifstream(p).good(); }
+
+RecordingLayout small_layout() {
+  RecordingLayout L;
+  L.spikes = {{"hidden", 6, 1, {}}, {"output", 3, 2, {}}};
+  L.traces = {{"hidden", 6, 1, {0, 2}}};
+  L.classes = 3;
+  L.steps = 4;
+  L.dt_ms = 0.5;
+  return L;
+}
+
+// Writes two batches of random spikes and returns what h5py must read back.
+nlohmann::json write_two_batches(RecordingFile& file) {
+  const RecordingLayout L = small_layout();
+  nlohmann::json want;
+  torch::manual_seed(7);
+  int64_t first = 0;
+  std::vector<uint64_t> ptr_h{0}, ptr_o{0};
+  for (int64_t B : {3, 2}) {
+    SampleBatch b;
+    const torch::Tensor hidden = torch::rand({L.steps, B, 6}) < 0.3;   // [T, B, N] as the pipeline produces
+    const torch::Tensor output = torch::rand({L.steps, B, 3}) < 0.5;
+    b.spikes = {compact_spikes(hidden), compact_spikes(output)};
+    b.output_counts = output.sum(0).to(torch::kFloat);
+    b.predicted = b.output_counts.argmax(1);
+    b.labels = torch::arange(B, torch::kLong).remainder(3);
+    b.traces = {torch::randn({B, L.steps, 2})};
+    file.append(b);
+    for (auto [name, spikes, ptr] : {std::tuple{"hidden", hidden, &ptr_h}, std::tuple{"output", output, &ptr_o}}) {
+      const torch::Tensor nz = spikes.permute({1, 0, 2}).nonzero();  // b, t, n in file order
+      for (int64_t i = 0; i < nz.size(0); ++i) {
+        const int64_t s = nz[i][0].item<int64_t>(), t = nz[i][1].item<int64_t>();
+        want["spikes"][name]["timestamps"].push_back(static_cast<double>((first + s) * L.steps + t) * L.dt_ms);
+        want["spikes"][name]["node_ids"].push_back(nz[i][2].item<int64_t>());
+      }
+      for (int64_t s = 0; s < B; ++s) ptr->push_back(ptr->back() + spikes.select(1, s).sum().item<int64_t>());
+    }
+    for (int64_t s = 0; s < B; ++s) {
+      want["labels"].push_back(b.labels[s].item<int64_t>());
+      want["predicted"].push_back(b.predicted[s].item<int64_t>());
+      std::vector<int64_t> row;
+      for (int64_t c = 0; c < 3; ++c) row.push_back(b.output_counts[s][c].item<int64_t>());
+      want["counts"].push_back(row);
+      want["t_start"].push_back(static_cast<double>(first + s) * L.steps * L.dt_ms);
+      want["t_stop"].push_back(static_cast<double>(first + s + 1) * L.steps * L.dt_ms);
+      for (int64_t t = 0; t < L.steps; ++t) {
+        want["traces"]["hidden"]["data"].push_back(
+            std::vector<float>{b.traces[0][s][t][0].item<float>(), b.traces[0][s][t][1].item<float>()});
+      }
+    }
+    first += B;
+    file.commit();
+  }
+  want["spikes"]["hidden"]["ptr"] = ptr_h;
+  want["spikes"]["output"]["ptr"] = ptr_o;
+  want["traces"]["hidden"]["node_ids"] = {0, 2};
+  want["traces"]["hidden"]["time"] = {0.0, static_cast<double>(first * L.steps) * L.dt_ms, L.dt_ms};
+  want["samples"] = first;
+  return want;
+}
+
+void expect_h5py_reads(const std::string& path, nlohmann::json want) {
+  const std::string expected = path + ".expected.json";
+  std::ofstream(expected) << want.dump();
+  const std::string cmd = std::string(SNN_PYTHON) + " " + SNN_TEST_SOURCE_DIR + "/python/check_recording.py " + path +
+                          " " + expected;
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::remove(expected.c_str());
+}
+
+TEST(RecordingFile, H5pyReadsWhatWasWrittenAndTheFileIsRenamedWhenComplete) {
+  const std::string path = temp_path("complete.h5");
+  {
+    RecordingFile file(path, small_layout(), {{"config", "{\"steps\": 4}"}, {"snnsim_version", "test"}});
+    EXPECT_TRUE(exists(path + ".partial"));
+    nlohmann::json want = write_two_batches(file);
+    EXPECT_EQ(file.samples_committed(), 5);
+    file.finish("complete", {{"wall_time_s", "1.5"}});
+    EXPECT_FALSE(exists(path + ".partial"));
+    want["status"] = "complete";
+    want["meta"] = {{"config", "{\"steps\": 4}"}, {"wall_time_s", "1.5"}};
+    expect_h5py_reads(path, want);
+  }
+  // A complete file is not overwritten unless asked to.
+  EXPECT_THROW(RecordingFile(path, small_layout(), {}), Error);
+  { RecordingFile again(path, small_layout(), {}, /*overwrite=*/true); }
+  std::remove(path.c_str());
+  std::remove((path + ".partial").c_str());
+}
+
+TEST(RecordingFile, AnUnfinishedFileStaysPartialAndSaysAborted) {
+  const std::string path = temp_path("aborted.h5");
+  nlohmann::json want;
+  {
+    RecordingFile file(path, small_layout(), {});
+    want = write_two_batches(file);
+  }  // destroyed without finish(): an exception or a signal unwound the run
+  EXPECT_FALSE(exists(path));
+  ASSERT_TRUE(exists(path + ".partial"));
+  want["status"] = "aborted";
+  want["meta"] = nlohmann::json::object();
+  expect_h5py_reads(path + ".partial", want);
+  std::remove((path + ".partial").c_str());
+}
+
+TEST(RecordingFile, RejectsBadBatches) {
+  const std::string path = temp_path("bad.h5");
+  RecordingFile file(path, small_layout(), {});
+  SampleBatch b;
+  b.labels = torch::zeros({2}, torch::kLong);
+  b.predicted = torch::zeros({2}, torch::kLong);
+  b.output_counts = torch::zeros({2, 4});  // 4 classes, the layout has 3
+  EXPECT_THROW(file.append(b), c10::Error);
+  b.output_counts = torch::zeros({2, 3});
+  b.spikes = {compact_spikes(torch::zeros({4, 2, 6})), compact_spikes(torch::zeros({4, 2, 3}))};
+  b.traces = {torch::zeros({2, 3, 2})};  // 3 steps, T is 4
+  EXPECT_THROW(file.append(b), c10::Error);
+  file.finish("aborted");
+  std::remove((path + ".partial").c_str());
+}
+
+}  // namespace
+}  // namespace snn::recording
