@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <ctime>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -21,6 +23,7 @@
 #include "snn/core/error.h"
 #include "snn/datasets/idx.h"
 #include "snn/simulator/checkpoint.h"
+#include "snn/recording/recording_file.h"
 #include "snn/simulator/training.h"
 
 namespace snn::app {
@@ -243,8 +246,58 @@ struct RunFlags {
   int64_t steps = 0;
   int64_t limit = -1;
   std::string summary;
+  std::string output;
+  std::string record = "output";
+  std::string record_v;
+  bool overwrite = false;
+  double dt = 1.0;
   SimFlags sim;
 };
+
+// "hidden,output:0-9,3" style lists: a name (optionally ":ids") starts a
+// layer; bare numbers or ranges after it add ids to that layer.
+std::vector<std::pair<int64_t, std::vector<int64_t>>> parse_record_list(const std::string& flag, const std::string& text,
+                                                                        const NetworkConfig& c) {
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> out;
+  const int64_t layers = static_cast<int64_t>(c.layers.size()) - 1;
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < layers; ++i) names.push_back(population_name(c, i));
+  auto add_ids = [&](const std::string& token) {
+    if (out.empty()) throw Error(flag + ": '" + token + "' must follow a layer name");
+    const auto dash = token.find('-');
+    try {
+      std::size_t used = 0;
+      const int64_t a = std::stoll(token.substr(0, dash), &used);
+      if (used != token.substr(0, dash).size()) throw std::invalid_argument("");
+      int64_t b = a;
+      if (dash != std::string::npos) {
+        b = std::stoll(token.substr(dash + 1), &used);
+        if (used != token.substr(dash + 1).size() || b < a) throw std::invalid_argument("");
+      }
+      for (int64_t i = a; i <= b; ++i) out.back().second.push_back(i);
+    } catch (const std::exception&) {
+      throw Error(flag + ": '" + token + "' is not a neuron id or an id range like 0-9");
+    }
+  };
+  for (const auto& token : split_list(text)) {
+    if (token.empty()) continue;
+    const auto colon = token.find(':');
+    const std::string head = token.substr(0, colon);
+    if (!head.empty() && !std::isdigit(static_cast<unsigned char>(head[0]))) {
+      const auto it = std::find(names.begin(), names.end(), head);
+      if (it == names.end()) {
+        std::string all;
+        for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+        throw Error(flag + ": no layer named '" + head + "' (this network has " + all + ")");
+      }
+      out.push_back({it - names.begin(), {}});
+      if (colon != std::string::npos) add_ids(token.substr(colon + 1));
+    } else {
+      add_ids(token);
+    }
+  }
+  return out;
+}
 
 void run_run(const RunFlags& f) {
   LoadedCheckpoint ckpt = load_checkpoint(f.checkpoint);
@@ -263,8 +316,35 @@ void run_run(const RunFlags& f) {
   const LabeledImages& split = f.split == "train" ? data.train : data.test;
   net.prepare_input(split.images.narrow(0, 0, 1));
   auto_balance(f.sim, net, split.images);
+  RecordRequest record;
+  if (!f.output.empty()) {
+    record.path = f.output;
+    record.overwrite = f.overwrite;
+    record.dt_ms = f.dt;
+    record.spikes = parse_record_list("--record", f.record, c);
+    record.traces = parse_record_list("--record-v", f.record_v, c);
+    std::string devices;
+    for (const auto& d : c.devices) devices += (devices.empty() ? "" : ",") + d;
+    const std::time_t now = std::time(nullptr);
+    char started[32];
+    std::strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    record.meta = {{"config", c.to_json()},
+                   {"checkpoint", f.checkpoint},
+                   {"data_dir", f.sim.data_dir},
+                   {"split", f.split},
+                   {"seed", std::to_string(c.seed)},
+                   {"dt_ms", fmt::format("{}", f.dt)},
+                   {"snnsim_version", kVersion},
+                   {"libtorch_version", kTorchVersion},
+                   {"hdf5_version", recording::hdf5_version()},
+                   {"devices", devices},
+                   {"threads", std::to_string(at::get_num_threads())},
+                   {"start_time", started}};
+  } else if (!f.record_v.empty() || f.overwrite) {
+    throw Error("--record-v and --overwrite need --output FILE");
+  }
   const auto t0 = std::chrono::steady_clock::now();
-  const EvalResult r = evaluate(net, split, f.sim.batch_size, f.limit);
+  const EvalResult r = evaluate(net, split, f.sim.batch_size, f.limit, f.output.empty() ? nullptr : &record);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << fmt::format("{} split: {} samples, T = {}, accuracy {:.4f} ({:.1f} s)\n", f.split, r.samples, c.steps,
                            r.accuracy, secs);
@@ -275,6 +355,7 @@ void run_run(const RunFlags& f) {
   std::cout << "accuracy by step t:";
   for (double a : r.accuracy_by_step) std::cout << fmt::format(" {:.4f}", a);
   std::cout << "\n";
+  if (!f.output.empty()) std::cout << "recording: " << f.output << "\n";
   if (!f.summary.empty()) {
     nlohmann::json j{{"checkpoint", f.checkpoint},
                      {"data_dir", f.sim.data_dir},
@@ -353,6 +434,18 @@ Run add_run_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--limit", f->limit, "Simulate the first N samples only (-1: all)")->capture_default_str();
   cmd->add_option("--summary", f->summary, "Write the results as JSON to this file");
+  cmd->add_option("--output", f->output,
+                  "Record to this HDF5 file (SONATA-compatible spikes, per-sample rows, provenance), streamed while "
+                  "the simulation runs");
+  cmd->add_option("--record", f->record,
+                  "Layers whose spikes go to --output: hidden, output (hidden1, hidden2, ... in deeper networks), "
+                  "each optionally with neuron ids, e.g. hidden:0-99,output")
+      ->capture_default_str();
+  cmd->add_option("--record-v", f->record_v, "Membrane potentials to record, e.g. hidden:0,5,17");
+  cmd->add_flag("--overwrite", f->overwrite, "Replace an existing --output file");
+  cmd->add_option("--dt", f->dt, "Duration of a step in ms, the recording's time unit")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   add_sim_flags(cmd, f->sim);
   return [cmd, f] {
     if (cmd->parsed()) run_run(*f);

@@ -10,7 +10,12 @@ torch::Tensor NeuronLayer::step(const torch::Tensor& x) {
 
 torch::Tensor NeuronLayer::multi_step(const torch::Tensor& x_seq, NeuronTrace* trace,
                                       std::optional<torch::ScalarType> spike_dtype) {
-  return counted(functional::neuron_multistep(x_seq, state_, params(), rate(), trace, spike_dtype));
+  if (!observer_) return counted(functional::neuron_multistep(x_seq, state_, params(), rate(), trace, spike_dtype));
+  NeuronTrace own;
+  NeuronTrace* t = trace ? trace : (observer_wants_v_ ? &own : nullptr);
+  torch::Tensor spikes = counted(functional::neuron_multistep(x_seq, state_, params(), rate(), t, spike_dtype));
+  observer_(spikes.detach(), t ? t->v.detach() : torch::Tensor());
+  return spikes;
 }
 
 std::vector<torch::Tensor> NeuronLayer::save_state() const {

@@ -394,6 +394,12 @@ void RecordingFile::finish(const std::string& status, const std::vector<std::pai
   }
 }
 
+std::string hdf5_version() {
+  unsigned major = 0, minor = 0, release = 0;
+  H5get_libversion(&major, &minor, &release);
+  return std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release);
+}
+
 int64_t RecordingFile::samples_appended() const { return s_->appended; }
 int64_t RecordingFile::samples_committed() const { return s_->committed; }
 const std::string& RecordingFile::path() const { return s_->path; }

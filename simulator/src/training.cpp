@@ -4,9 +4,13 @@
 #include <torch/optim/adam.h>
 
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <cmath>
 
 #include "snn/core/error.h"
+#include "snn/recording/events.h"
+#include "snn/recording/recording_file.h"
 
 namespace snn {
 
@@ -125,11 +129,154 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
   return stats;
 }
 
-EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batch_size, int64_t limit) {
+std::string population_name(const NetworkConfig& config, int64_t layer) {
+  const int64_t layers = static_cast<int64_t>(config.layers.size()) - 1;
+  if (layer < 0 || layer >= layers) {
+    throw Error("layer " + std::to_string(layer) + " does not exist: the network has " + std::to_string(layers) +
+                " neuron layers");
+  }
+  if (layer == layers - 1) return "output";
+  if (layers == 2) return "hidden";
+  return "hidden" + std::to_string(layer + 1);
+}
+
+namespace {
+
+// Gathers one batch's recorded blocks from the stage threads, then hands
+// the batch to the file in its order (sample, step, neuron id).
+class BatchRecorder {
+ public:
+  BatchRecorder(SpikingNetwork& net, const RecordRequest& request) : net_(net), request_(request) {
+    const NetworkConfig& c = net.config();
+    recording::RecordingLayout layout;
+    layout.classes = c.layers.back();
+    layout.steps = c.steps;
+    layout.dt_ms = request.dt_ms;
+    const int64_t layers = static_cast<int64_t>(c.layers.size()) - 1;
+    layer_of_spikes_.assign(layers, -1);
+    layer_of_trace_.assign(layers, -1);
+    for (const auto& [layer, ids] : request.spikes) {
+      const std::string name = population_name(c, layer);
+      if (layer_of_spikes_[layer] >= 0) throw Error("layer '" + name + "' is recorded twice");
+      layer_of_spikes_[layer] = static_cast<int64_t>(layout.spikes.size());
+      layout.spikes.push_back({name, c.layers[layer + 1], layer + 1, ids});
+      spike_ids_.push_back(ids.empty() ? torch::Tensor() : torch::tensor(ids, torch::kLong));
+    }
+    for (const auto& [layer, ids] : request.traces) {
+      const std::string name = population_name(c, layer);
+      if (layer_of_trace_[layer] >= 0) throw Error("the potentials of layer '" + name + "' are recorded twice");
+      layer_of_trace_[layer] = static_cast<int64_t>(layout.traces.size());
+      layout.traces.push_back({name, c.layers[layer + 1], layer + 1, ids});
+      trace_ids_.push_back(torch::tensor(ids, torch::kLong));
+    }
+    for (const auto& p : layout.spikes) check_ids(p.name, p.node_ids, p.size, true);
+    for (const auto& p : layout.traces) check_ids(p.name, p.node_ids, p.size, false);
+    file_ = std::make_unique<recording::RecordingFile>(request.path, layout, request.meta, request.overwrite);
+    spike_blocks_.resize(layout.spikes.size());
+    trace_blocks_.resize(layout.traces.size());
+    for (int64_t i = 0; i < layers; ++i) {
+      if (layer_of_spikes_[i] < 0 && layer_of_trace_[i] < 0) continue;
+      net_.neuron_layers()[i]->set_observer(
+          [this, i](const torch::Tensor& spikes, const torch::Tensor& v) { observe(i, spikes, v); },
+          layer_of_trace_[i] >= 0);
+    }
+  }
+
+  ~BatchRecorder() {
+    for (const auto& layer : net_.neuron_layers()) layer->set_observer({});
+  }
+
+  // After each batch: assemble, append, commit.
+  void write_batch(const torch::Tensor& labels, const torch::Tensor& counts, const torch::Tensor& predicted) {
+    recording::SampleBatch b;
+    b.labels = labels;
+    b.predicted = predicted;
+    b.output_counts = counts;
+    for (auto& blocks : spike_blocks_) {
+      b.spikes.push_back(merge(blocks));
+      blocks.clear();
+    }
+    for (auto& blocks : trace_blocks_) {
+      b.traces.push_back(torch::cat(blocks, 0).permute({1, 0, 2}).contiguous());  // [T, B, n] -> [B, T, n]
+      blocks.clear();
+    }
+    file_->append(b);
+    file_->commit();
+  }
+
+  void finish(const std::vector<std::pair<std::string, std::string>>& final_meta) {
+    file_->finish("complete", final_meta);
+  }
+
+ private:
+  static void check_ids(const std::string& name, const std::vector<int64_t>& ids, int64_t size, bool may_be_empty) {
+    if (ids.empty() && !may_be_empty) throw Error("layer '" + name + "': no neuron ids for its potentials");
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] >= size || (i > 0 && ids[i] <= ids[i - 1])) {
+        throw Error("layer '" + name + "' has neurons 0.." + std::to_string(size - 1) +
+                    "; recorded ids must be ascending, distinct and in range, got " + std::to_string(ids[i]));
+      }
+    }
+  }
+
+  // Runs in the stage thread that produced the block; each layer belongs to
+  // one stage, so its blocks arrive in time order.
+  void observe(int64_t layer, const torch::Tensor& spikes, const torch::Tensor& v) {
+    const int64_t sp = layer_of_spikes_[layer], tr = layer_of_trace_[layer];
+    recording::SpikeEvents e;
+    if (sp >= 0) e = recording::compact_spikes(spikes.reshape({spikes.size(0), spikes.size(1), -1}), spike_ids_[sp]);
+    torch::Tensor vs;
+    if (tr >= 0) vs = v.reshape({v.size(0), v.size(1), -1}).index_select(2, trace_ids_[tr].to(v.device())).cpu();
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (sp >= 0) spike_blocks_[sp].push_back({std::move(e), spikes.size(0)});
+    if (tr >= 0) trace_blocks_[tr].push_back(vs);
+  }
+
+  struct Block {
+    recording::SpikeEvents events;
+    int64_t steps;
+  };
+
+  // Blocks in time order, each sample-major: shift steps to the sample's
+  // time axis, then a stable sort by sample gives (sample, step, id) order.
+  static recording::SpikeEvents merge(const std::vector<Block>& blocks) {
+    std::vector<torch::Tensor> sample, step, node;
+    int64_t offset = 0;
+    for (const auto& b : blocks) {
+      sample.push_back(b.events.sample);
+      step.push_back(b.events.step + offset);
+      node.push_back(b.events.node);
+      offset += b.steps;
+    }
+    recording::SpikeEvents out;
+    const torch::Tensor s = torch::cat(sample);
+    const torch::Tensor order = std::get<1>(s.sort(/*stable=*/std::optional<bool>(true), /*dim=*/0));
+    out.sample = s.index_select(0, order);
+    out.step = torch::cat(step).index_select(0, order);
+    out.node = torch::cat(node).index_select(0, order);
+    return out;
+  }
+
+  SpikingNetwork& net_;
+  const RecordRequest& request_;
+  std::unique_ptr<recording::RecordingFile> file_;
+  std::vector<int64_t> layer_of_spikes_, layer_of_trace_;
+  std::vector<torch::Tensor> spike_ids_, trace_ids_;
+  std::mutex mutex_;
+  std::vector<std::vector<Block>> spike_blocks_;
+  std::vector<std::vector<torch::Tensor>> trace_blocks_;
+};
+
+}  // namespace
+
+EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batch_size, int64_t limit,
+                    const RecordRequest* record) {
   if (batch_size < 1) throw Error("batch size must be >= 1, got " + std::to_string(batch_size));
   const int64_t n = used_samples(data, limit);
   const int64_t T = net.config().steps;
+  const auto t0 = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
+  std::unique_ptr<BatchRecorder> recorder = record ? std::make_unique<BatchRecorder>(net, *record) : nullptr;
   ModelPipeline pipe = net.make_pipeline();
   for (const auto& layer : net.neuron_layers()) layer->set_count_spikes(true);
   std::vector<torch::Tensor> counts;
@@ -142,12 +289,13 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
     const torch::Tensor cumulative = per_step.cumsum(0);
     correct_by_step += cumulative.argmax(2).eq(y.unsqueeze(0)).sum(1);
     counts.push_back(cumulative[T - 1]);
+    // torch::argmax returns the first maximal index: ties go to the lowest class.
+    if (recorder) recorder->write_batch(y, counts.back(), counts.back().argmax(1));
   }
   EvalResult r;
   r.samples = n;
   r.counts = torch::cat(counts);
   r.labels = data.labels.narrow(0, 0, n);
-  // torch::argmax returns the first maximal index: ties go to the lowest class.
   r.predictions = r.counts.argmax(1);
   r.accuracy = r.predictions.eq(r.labels).sum().item<double>() / static_cast<double>(n);
   for (int64_t t = 0; t < T; ++t) {
@@ -158,6 +306,10 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
     const double slots = static_cast<double>(n) * static_cast<double>(T) * static_cast<double>(layers[i + 1]);
     r.firing_rate.push_back(net.neuron_layers()[i]->spikes_counted() / slots);
     net.neuron_layers()[i]->set_count_spikes(false);
+  }
+  if (recorder) {
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    recorder->finish({{"wall_time_s", std::to_string(wall)}, {"accuracy", std::to_string(r.accuracy)}});
   }
   return r;
 }

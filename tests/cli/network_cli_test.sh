@@ -44,6 +44,44 @@ a, b = (json.load(open(p)) for p in sys.argv[1:])
 assert a["accuracy_by_step"] == b["accuracy_by_step"] and a["firing_rate"] == b["firing_rate"]
 PY
 
+# Recording: spikes and potentials stream to HDF5; they agree with the run's
+# own counts and firing rates, and do not depend on partition, batch, K or threads.
+"$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec.h5" --record hidden,output \
+  --record-v hidden:0,5,40-42 >"$tmp/rec.out" 2>&1 || fail "recording run failed: $(cat "$tmp/rec.out")"
+[[ -f "$tmp/rec.h5" && ! -e "$tmp/rec.h5.partial" ]] && ok || fail "no recording, or a .partial left"
+"$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec2.h5" --record hidden,output \
+  --record-v hidden:0,5,40-42 --devices cpu,cpu --batch-size 7 --steps-per-tick 1 --threads 2 >/dev/null 2>&1 ||
+  fail "second recording run failed"
+"$python" - "$tmp/rec.h5" "$tmp/rec2.h5" "$tmp/run.json" <<'PY' && ok || fail "recording inconsistent"
+import json, sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+run = json.load(open(sys.argv[3]))
+assert a["meta/status"][()].rstrip(b"\0") == b"complete" and int(a["meta/samples_committed"][()]) == 100
+ptr, ids, counts = a["samples/spike_ptr/output"][:], a["spikes/output/node_ids"][:], a["samples/output_counts"][:]
+for s in range(100):
+    assert (np.bincount(ids[ptr[s]:ptr[s + 1]].astype(int), minlength=10) == counts[s]).all(), s
+assert (a["samples/predicted"][:] == a["samples/label"][:]).mean() == run["accuracy"]
+assert len(a["spikes/hidden/node_ids"]) / (100 * 4 * 48) == run["firing_rate"][0]
+t = a["spikes/hidden/timestamps"][:]
+assert (np.diff(t) >= 0).all() and int(a["spikes/hidden"].attrs["sorting"]) == 2
+assert a["report/hidden/data"].shape == (400, 5) and list(a["report/hidden/mapping/node_ids"][:]) == [0, 5, 40, 41, 42]
+def datasets(f):
+    out = {}
+    f.visititems(lambda name, obj: out.__setitem__(name, obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+da, db = datasets(a), datasets(b)
+assert da.keys() == db.keys()
+for k in da:
+    assert np.array_equal(da[k], db[k]), k
+PY
+expect_error "recording exists" "exists; pass --overwrite" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec.h5"
+"$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec.h5" --overwrite --limit 10 >/dev/null 2>&1 &&
+  ok || fail "--overwrite did not replace the recording"
+expect_error "unknown recorded layer" "no layer named 'hidden9'" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden9
+expect_error "recorded id out of range" "recorded ids must be ascending" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record-v hidden:48
+expect_error "bad id" "is not a neuron id" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden:x
+expect_error "record-v without output" "need --output" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --record-v hidden:1
+
 # --balance auto measures the layers, says what it chose, and changes nothing else.
 "$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --devices cpu,cpu --balance auto \
   --summary "$tmp/run3.json" >"$tmp/run3.out" 2>&1 || fail "auto-balanced run failed: $(cat "$tmp/run3.out")"

@@ -17,6 +17,7 @@
 #include <torch/nn/module.h>
 #include <torch/nn/pimpl.h>
 
+#include <functional>
 #include <optional>
 
 #include "snn/core/temporal.h"
@@ -96,6 +97,18 @@ class NeuronLayer : public Temporal {
   }
   double spikes_counted() const { return spikes_counted_; }
 
+  /// Receives every multi-step block as it is produced, in the thread that
+  /// produced it (a pipeline stage): spikes [K, B, ...] and, when the
+  /// observer asked for it, the potentials v after each step [K, B, ...]
+  /// (else undefined). Recorders compact spikes here, where they live.
+  using Observer = std::function<void(const torch::Tensor& spikes, const torch::Tensor& v)>;
+  /// Sets (or, with an empty function, clears) the observer; with_v makes
+  /// multi-step passes also compute the per-step potentials.
+  void set_observer(Observer observer, bool with_v = false) {
+    observer_ = std::move(observer);
+    observer_wants_v_ = with_v;
+  }
+
  protected:
   /// PLIF's k = sigmoid(w); undefined for the others.
   virtual torch::Tensor rate() const { return {}; }
@@ -109,6 +122,8 @@ class NeuronLayer : public Temporal {
     return spikes;
   }
   NeuronState state_;
+  Observer observer_;
+  bool observer_wants_v_ = false;
   bool count_spikes_ = false;
   double spikes_counted_ = 0;
 };

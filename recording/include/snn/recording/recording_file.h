@@ -63,6 +63,9 @@ struct SampleBatch {
   std::vector<torch::Tensor> traces;        ///< per layout.traces entry: float [B, T, recorded neurons]
 };
 
+/// The HDF5 library's version, e.g. "1.10.8" (for provenance).
+std::string hdf5_version();
+
 /// The recording file (see the file comment).
 class RecordingFile {
  public:

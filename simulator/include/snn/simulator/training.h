@@ -99,10 +99,30 @@ struct EvalResult {
   torch::Tensor labels;                   ///< [samples] int64
 };
 
+/// A recording of an evaluation to an HDF5 file (docs: the recording layout).
+struct RecordRequest {
+  std::string path;        ///< the file; written as path.partial, renamed when complete
+  bool overwrite = false;  ///< replace an existing complete file
+  /// Spikes to record: (neuron layer index, 0-based; neuron ids, empty = all).
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> spikes;
+  /// Membrane potentials to record: (neuron layer index; ids, non-empty).
+  std::vector<std::pair<int64_t, std::vector<int64_t>>> traces;
+  /// Extra /meta attributes (provenance): key, value.
+  std::vector<std::pair<std::string, std::string>> meta;
+  double dt_ms = 1.0;      ///< duration of a step in the file's time axis
+};
+
+/// The population name of neuron layer i in recordings: "output" for the
+/// last, "hidden" for the only hidden layer, else "hidden1", "hidden2", ...
+std::string population_name(const NetworkConfig& config, int64_t layer);
+
 /// Simulates every sample of data (or the first `limit`) for T steps through
 /// the network's pipeline, in batches of batch_size. Predictions take the
 /// class with the most output spikes; ties go to the lowest class index (so
-/// a sample with no output spike is predicted as class 0).
-EvalResult evaluate(SpikingNetwork& network, const LabeledImages& data, int64_t batch_size, int64_t limit = -1);
+/// a sample with no output spike is predicted as class 0). With `record`,
+/// the chosen spikes and potentials stream to an HDF5 file as they are
+/// produced (compacted to events in the stage threads), one commit per batch.
+EvalResult evaluate(SpikingNetwork& network, const LabeledImages& data, int64_t batch_size, int64_t limit = -1,
+                    const RecordRequest* record = nullptr);
 
 }  // namespace snn
