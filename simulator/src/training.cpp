@@ -6,9 +6,12 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <thread>
 #include <cmath>
 
 #include "snn/core/error.h"
+#include "snn/pipeline/bounded_queue.h"
 #include "snn/recording/events.h"
 #include "snn/recording/recording_file.h"
 
@@ -143,7 +146,10 @@ std::string population_name(const NetworkConfig& config, int64_t layer) {
 namespace {
 
 // Gathers one batch's recorded blocks from the stage threads, then hands
-// the batch to the file in its order (sample, step, neuron id).
+// the batch, in the file's order (sample, step, neuron id), to a writer
+// thread through a bounded queue: the simulation goes on while HDF5 writes,
+// memory holds at most kQueuedBatches batches of events, and one thread
+// makes every HDF5 call (the library is not reentrant).
 class BatchRecorder {
  public:
   BatchRecorder(SpikingNetwork& net, const RecordRequest& request) : net_(net), request_(request) {
@@ -174,6 +180,7 @@ class BatchRecorder {
     file_ = std::make_unique<recording::RecordingFile>(request.path, layout, request.meta, request.overwrite);
     spike_blocks_.resize(layout.spikes.size());
     trace_blocks_.resize(layout.traces.size());
+    writer_ = std::thread([this] { write_loop(); });
     for (int64_t i = 0; i < layers; ++i) {
       if (layer_of_spikes_[i] < 0 && layer_of_trace_[i] < 0) continue;
       net_.neuron_layers()[i]->set_observer(
@@ -184,6 +191,10 @@ class BatchRecorder {
 
   ~BatchRecorder() {
     for (const auto& layer : net_.neuron_layers()) layer->set_observer({});
+    if (writer_.joinable()) {  // unwinding: drop what is queued; the file keeps its commits and says aborted
+      queue_.close();
+      writer_.join();
+    }
   }
 
   // After each batch: assemble, append, commit.
@@ -200,11 +211,16 @@ class BatchRecorder {
       b.traces.push_back(torch::cat(blocks, 0).permute({1, 0, 2}).contiguous());  // [T, B, n] -> [B, T, n]
       blocks.clear();
     }
-    file_->append(b);
-    file_->commit();
+    if (!queue_.push(std::move(b))) rethrow_writer_error();
   }
 
   void finish(const std::vector<std::pair<std::string, std::string>>& final_meta) {
+    queue_.push(std::nullopt);  // the end marker: the writer drains the queue, then stops
+    writer_.join();
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (writer_error_) std::rethrow_exception(writer_error_);
+    }
     file_->finish("complete", final_meta);
   }
 
@@ -230,6 +246,29 @@ class BatchRecorder {
     std::lock_guard<std::mutex> lock(mutex_);
     if (sp >= 0) spike_blocks_[sp].push_back({std::move(e), spikes.size(0)});
     if (tr >= 0) trace_blocks_[tr].push_back(vs);
+  }
+
+  void write_loop() {
+    try {
+      while (auto item = queue_.pop()) {
+        if (!item->has_value()) return;
+        file_->append(**item);
+        file_->commit();
+      }
+    } catch (...) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        writer_error_ = std::current_exception();
+      }
+      queue_.close();  // the next push fails and rethrows
+    }
+  }
+
+  // After a failed push: the writer closed the queue because it failed.
+  void rethrow_writer_error() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (writer_error_) std::rethrow_exception(writer_error_);
+    throw InternalError("the recording queue closed without a writer error");
   }
 
   struct Block {
@@ -265,6 +304,10 @@ class BatchRecorder {
   std::mutex mutex_;
   std::vector<std::vector<Block>> spike_blocks_;
   std::vector<std::vector<torch::Tensor>> trace_blocks_;
+  static constexpr size_t kQueuedBatches = 4;
+  BoundedQueue<std::optional<recording::SampleBatch>> queue_{kQueuedBatches};
+  std::exception_ptr writer_error_;
+  std::thread writer_;
 };
 
 }  // namespace
