@@ -104,7 +104,7 @@ constexpr size_t kStatusLength = 16;
 Handle string_type(size_t n) {
   Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(t.get(), n);
-  H5Tset_strpad(t.get(), H5T_STR_NULLPAD);
+  H5Tset_strpad(t.get(), H5T_STR_NULLTERM);
   return t;
 }
 
