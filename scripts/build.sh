@@ -10,6 +10,9 @@ shift || true
 # ccache keys on paths relative to the build directory, so build trees of
 # any name (and fresh clones) share one cache.
 export CCACHE_BASEDIR="$root"
+# Debug builds (the sanitizer build uses -g) hash the working directory
+# unless told not to: without this a fresh clone's ASan build is all misses.
+export CCACHE_NOHASHDIR=1
 mkdir -p "$build"
 log="$build/build.log"
 : >"$log"  # this build's messages only
