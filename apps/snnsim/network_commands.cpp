@@ -274,9 +274,13 @@ std::vector<std::pair<int64_t, std::vector<int64_t>>> parse_record_list(const st
         b = std::stoll(token.substr(dash + 1), &used);
         if (used != token.substr(dash + 1).size() || b < a) throw std::invalid_argument("");
       }
+      // Bounded by the layer before expanding, so a huge range cannot exhaust memory.
+      const int64_t size = c.layers[out.back().first + 1];
+      if (a < 0 || b >= size) throw std::out_of_range("");
       for (int64_t i = a; i <= b; ++i) out.back().second.push_back(i);
     } catch (const std::exception&) {
-      throw Error(flag + ": '" + token + "' is not a neuron id or an id range like 0-9");
+      throw Error(flag + ": '" + token + "' is not a neuron id or an id range like 0-9 within layer '" +
+                  names[out.back().first] + "' (0.." + std::to_string(c.layers[out.back().first + 1] - 1) + ")");
     }
   };
   for (const auto& token : split_list(text)) {

@@ -118,6 +118,47 @@ std::string padded(const std::string& s) {
   return out;
 }
 
+// Throws unless ids are ascending, distinct and within the population.
+void check_ids(const std::string& name, const std::vector<int64_t>& ids, int64_t size) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= size || (i > 0 && ids[i] <= ids[i - 1])) {
+      throw Error("layer '" + name + "' has neurons 0.." + std::to_string(size - 1) +
+                  "; recorded ids must be ascending, distinct and in range, got " + std::to_string(ids[i]));
+    }
+  }
+}
+
+// Everything wrong with a layout, found before the file is created.
+void validate(const RecordingLayout& L) {
+  if (L.steps < 1) throw Error("recording: T must be >= 1, got " + std::to_string(L.steps));
+  if (!(L.dt_ms > 0)) throw Error("recording: dt must be positive");
+  auto check_names = [](const auto& pops, const char* what) {
+    for (size_t i = 0; i < pops.size(); ++i) {
+      const std::string& name = pops[i].name;
+      if (name.empty() || name.find('/') != std::string::npos) {
+        throw Error("recording: bad population name '" + name + "'");
+      }
+      for (size_t j = 0; j < i; ++j) {
+        if (pops[j].name == name) throw Error("recording: layer '" + name + "' appears twice among the " + what);
+      }
+      check_ids(name, pops[i].node_ids, pops[i].size);
+    }
+  };
+  check_names(L.spikes, "recorded spikes");
+  check_names(L.traces, "recorded potentials");
+  for (const auto& p : L.traces) {
+    if (p.node_ids.empty()) throw Error("recording: layer '" + p.name + "' records no neuron's potential");
+  }
+}
+
+// Whether event i follows event i - 1 in file order (sample, step, id).
+bool in_file_order(const int64_t* sample, const int64_t* step, const int64_t* node, int64_t i) {
+  if (i == 0) return true;
+  if (sample[i] != sample[i - 1]) return sample[i] > sample[i - 1];
+  if (step[i] != step[i - 1]) return step[i] > step[i - 1];
+  return node[i] > node[i - 1];
+}
+
 }  // namespace
 
 struct RecordingFile::State {
@@ -148,8 +189,7 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   s_->path = std::move(path);
   s_->layout = std::move(layout);
   const RecordingLayout& L = s_->layout;
-  if (L.steps < 1) throw Error("recording: T must be >= 1, got " + std::to_string(L.steps));
-  if (!(L.dt_ms > 0)) throw Error("recording: dt must be positive");
+  validate(L);
   if (!overwrite && exists(s_->path)) {
     throw Error("recording '" + s_->path + "' exists; pass --overwrite to replace it");
   }
@@ -206,9 +246,6 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   {
     Handle g = make_group(f, "spikes");
     for (const auto& p : L.spikes) {
-      if (p.name.empty() || p.name.find('/') != std::string::npos) {
-        throw Error("recording: bad population name '" + p.name + "'");
-      }
       Handle pg = make_group(g.get(), p.name);
       write_sorting_by_time(pg.get());
       State::Pop pop;
@@ -223,7 +260,6 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   {
     Handle g = make_group(f, "report");
     for (const auto& p : L.traces) {
-      if (p.node_ids.empty()) throw Error("recording: population '" + p.name + "' records no neuron's potential");
       const hsize_t n = p.node_ids.size();
       Handle pg = make_group(g.get(), p.name);
       Growing data = make_growing(pg.get(), "data", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, n,
@@ -305,9 +341,7 @@ void RecordingFile::append(const SampleBatch& b) {
     std::vector<uint64_t> per(static_cast<size_t>(n), 0);
     for (int64_t i = 0; i < m; ++i) {
       TORCH_CHECK(sp[i] >= 0 && sp[i] < n && tp[i] >= 0 && tp[i] < L.steps && np[i] >= 0 &&
-                      np[i] < L.spikes[p].size && (i == 0 || sp[i] > sp[i - 1] ||
-                                                    (sp[i] == sp[i - 1] && (tp[i] > tp[i - 1] ||
-                                                                            (tp[i] == tp[i - 1] && np[i] > np[i - 1])))),
+                      np[i] < L.spikes[p].size && in_file_order(sp, tp, np, i),
                   "recording: population '", L.spikes[p].name, "': event ", i,
                   " is out of range or out of (sample, step, id) order");
       ts[i] = (static_cast<double>(first + sp[i]) * T + static_cast<double>(tp[i])) * L.dt_ms;

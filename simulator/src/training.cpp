@@ -4,11 +4,11 @@
 #include <torch/optim/adam.h>
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
-#include <cmath>
 
 #include "snn/core/error.h"
 #include "snn/pipeline/bounded_queue.h"
@@ -152,7 +152,7 @@ namespace {
 // makes every HDF5 call (the library is not reentrant).
 class BatchRecorder {
  public:
-  BatchRecorder(SpikingNetwork& net, const RecordRequest& request) : net_(net), request_(request) {
+  BatchRecorder(SpikingNetwork& net, const RecordRequest& request) : net_(net) {
     const NetworkConfig& c = net.config();
     recording::RecordingLayout layout;
     layout.classes = c.layers.back();
@@ -161,22 +161,19 @@ class BatchRecorder {
     const int64_t layers = static_cast<int64_t>(c.layers.size()) - 1;
     layer_of_spikes_.assign(layers, -1);
     layer_of_trace_.assign(layers, -1);
+    // RecordingFile validates the layout (names, ids) before it writes anything.
     for (const auto& [layer, ids] : request.spikes) {
       const std::string name = population_name(c, layer);
-      if (layer_of_spikes_[layer] >= 0) throw Error("layer '" + name + "' is recorded twice");
       layer_of_spikes_[layer] = static_cast<int64_t>(layout.spikes.size());
       layout.spikes.push_back({name, c.layers[layer + 1], layer + 1, ids});
       spike_ids_.push_back(ids.empty() ? torch::Tensor() : torch::tensor(ids, torch::kLong));
     }
     for (const auto& [layer, ids] : request.traces) {
       const std::string name = population_name(c, layer);
-      if (layer_of_trace_[layer] >= 0) throw Error("the potentials of layer '" + name + "' are recorded twice");
       layer_of_trace_[layer] = static_cast<int64_t>(layout.traces.size());
       layout.traces.push_back({name, c.layers[layer + 1], layer + 1, ids});
       trace_ids_.push_back(torch::tensor(ids, torch::kLong));
     }
-    for (const auto& p : layout.spikes) check_ids(p.name, p.node_ids, p.size, true);
-    for (const auto& p : layout.traces) check_ids(p.name, p.node_ids, p.size, false);
     file_ = std::make_unique<recording::RecordingFile>(request.path, layout, request.meta, request.overwrite);
     spike_blocks_.resize(layout.spikes.size());
     trace_blocks_.resize(layout.traces.size());
@@ -225,16 +222,6 @@ class BatchRecorder {
   }
 
  private:
-  static void check_ids(const std::string& name, const std::vector<int64_t>& ids, int64_t size, bool may_be_empty) {
-    if (ids.empty() && !may_be_empty) throw Error("layer '" + name + "': no neuron ids for its potentials");
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] < 0 || ids[i] >= size || (i > 0 && ids[i] <= ids[i - 1])) {
-        throw Error("layer '" + name + "' has neurons 0.." + std::to_string(size - 1) +
-                    "; recorded ids must be ascending, distinct and in range, got " + std::to_string(ids[i]));
-      }
-    }
-  }
-
   // Runs in the stage thread that produced the block; each layer belongs to
   // one stage, so its blocks arrive in time order.
   void observe(int64_t layer, const torch::Tensor& spikes, const torch::Tensor& v) {
@@ -297,7 +284,6 @@ class BatchRecorder {
   }
 
   SpikingNetwork& net_;
-  const RecordRequest& request_;
   std::unique_ptr<recording::RecordingFile> file_;
   std::vector<int64_t> layer_of_spikes_, layer_of_trace_;
   std::vector<torch::Tensor> spike_ids_, trace_ids_;

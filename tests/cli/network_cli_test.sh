@@ -78,7 +78,9 @@ expect_error "recording exists" "exists; pass --overwrite" run --checkpoint "$tm
 "$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec.h5" --overwrite --limit 10 >/dev/null 2>&1 &&
   ok || fail "--overwrite did not replace the recording"
 expect_error "unknown recorded layer" "no layer named 'hidden9'" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden9
-expect_error "recorded id out of range" "recorded ids must be ascending" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record-v hidden:48
+expect_error "recorded ids not ascending" "recorded ids must be ascending" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record-v hidden:5,3
+expect_error "huge id range" "within layer 'hidden' (0..47)" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden:0-999999999999
+expect_error "layer recorded twice" "appears twice" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden,hidden
 expect_error "bad id" "is not a neuron id" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden:x
 expect_error "record-v without output" "need --output" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --record-v hidden:1
 
