@@ -71,11 +71,10 @@ torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weigh
 }
 
 // Adds the weight gradient of x2 [steps * batch, in] and gy [steps * batch,
-// out] to sum_t [in, out] (double), split across threads by input, each
+// out] (double, contiguous) to sum_t [in, out] (double), split across threads by input, each
 // input's sums in BPTT row order: bit-identical for any thread count.
-void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& gy, torch::Tensor& sum_t, int64_t steps) {
+void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g, torch::Tensor& sum_t, int64_t steps) {
   const torch::Tensor x = x2.contiguous();
-  const torch::Tensor g = gy.to(torch::kDouble).contiguous();
   const int64_t rows = x.size(0), in = x.size(1), out = g.size(1);
   const int64_t batch = rows / steps;
   const bool use_avx2 = cpu_loops_use_avx2();
@@ -94,9 +93,9 @@ void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& gy, torch::Te
   });
 }
 
-// Adds the bias gradient (the column sums of gy) to sum [out] in BPTT row order.
-void add_bias_grad(const torch::Tensor& gy, torch::Tensor& sum, int64_t steps) {
-  const torch::Tensor g = gy.to(torch::kDouble).contiguous();
+// Adds the bias gradient (the column sums of g, double, contiguous) to sum
+// [out] in BPTT row order.
+void add_bias_grad(const torch::Tensor& g, torch::Tensor& sum, int64_t steps) {
   const int64_t rows = g.size(0), out = g.size(1), batch = rows / steps;
   const double* gp = g.data_ptr<double>();
   double* sp = sum.data_ptr<double>();
@@ -173,16 +172,17 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     if (!need_w && !need_b) return {gx, gw, gb, torch::Tensor(), torch::Tensor()};
     const int64_t steps = ctx->saved_data["steps"].toInt();
     const auto dbl = weight.options().dtype(torch::kDouble);
+    const torch::Tensor gd = gy.to(torch::kDouble).contiguous();  // once, for both sums
     if (!ctx->saved_data.count("sums")) {
       // One call's gradients, summed in double and rounded once.
       if (need_w) {
         torch::Tensor sum_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
-        add_weight_grad(x2, gy, sum_t, steps);
+        add_weight_grad(x2, gd, sum_t, steps);
         gw = sum_t.t().to(weight.scalar_type()).contiguous();
       }
       if (need_b) {
         torch::Tensor sum = torch::zeros({weight.size(0)}, dbl);
-        add_bias_grad(gy, sum, steps);
+        add_bias_grad(gd, sum, steps);
         gb = sum.to(weight.scalar_type());
       }
       return {gx, gw, gb, torch::Tensor(), torch::Tensor()};
@@ -194,14 +194,14 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
       torch::Tensor param = ctx->saved_data["weight"].toTensor();
       if (!sums->weight_t.defined()) sums->weight_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
       sync_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
-      add_weight_grad(x2, gy, sums->weight_t, steps);
+      add_weight_grad(x2, gd, sums->weight_t, steps);
       publish_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
     }
     if (need_b) {
       torch::Tensor param = ctx->saved_data["bias"].toTensor();
       if (!sums->bias.defined()) sums->bias = torch::zeros({weight.size(0)}, dbl);
       sync_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
-      add_bias_grad(gy, sums->bias, steps);
+      add_bias_grad(gd, sums->bias, steps);
       publish_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
     }
     return {gx, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
