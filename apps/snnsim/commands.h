@@ -16,5 +16,9 @@ Run add_neuron_command(CLI::App& app);
 Run add_train_command(CLI::App& app);
 /// `snnsim run`: simulate a data split with a checkpoint.
 Run add_run_command(CLI::App& app);
+/// `snnsim recover`: repair an unfinished recording.
+Run add_recover_command(CLI::App& app);
+/// The signal (SIGINT, SIGTERM) that stopped a recording run; 0 if none.
+int stop_signal();
 
 }  // namespace snn::app

@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   runs.push_back(snn::app::add_neuron_command(app));
   runs.push_back(snn::app::add_train_command(app));
   runs.push_back(snn::app::add_run_command(app));
+  runs.push_back(snn::app::add_recover_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -107,6 +108,9 @@ int main(int argc, char** argv) {
     for (const auto& run : runs) {
       if (run) run();
     }
+  } catch (const snn::Interrupted& e) {
+    // As a shell reports a process stopped by the signal: 128 + its number.
+    return fail(128 + (snn::app::stop_signal() ? snn::app::stop_signal() : 2), e.what());
   } catch (const snn::Error& e) {
     return fail(2, e.what());
   } catch (const c10::Error& e) {

@@ -6,8 +6,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <signal.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cctype>
+#include <cmath>
 #include <ctime>
 #include <chrono>
 #include <cstdio>
@@ -251,8 +255,151 @@ struct RunFlags {
   std::string record_v;
   bool overwrite = false;
   double dt = 1.0;
+  bool record_input = false;
+  bool compress = false;
+  std::string resume;
+  std::string max_record_bytes;
   SimFlags sim;
 };
+
+// What a recording keeps of its run, in /meta "run_options", so that
+// `run --resume FILE` continues it with the same settings.
+nlohmann::json run_options(const RunFlags& f) {
+  return {{"checkpoint", f.checkpoint}, {"data-dir", f.sim.data_dir}, {"split", f.split},
+          {"limit", f.limit},           {"T", f.steps},                {"record", f.record},
+          {"record-v", f.record_v},     {"record-input", f.record_input}, {"dt", f.dt},
+          {"compress", f.compress}};
+}
+
+// --resume FILE: the settings FILE was started with. Those settings cannot
+// be given again (as train --resume); placement flags (threads, devices,
+// batch size, steps per tick) may change, as they never change results.
+RunFlags resumed_flags(const RunFlags& f, const std::vector<std::string>& given) {
+  const std::string text = recording::read_meta_attribute(f.resume, "run_options");
+  if (text.empty()) {
+    throw Error("recording '" + f.resume + "' does not say how it was made (no run_options in /meta): it cannot be resumed");
+  }
+  nlohmann::json saved = nlohmann::json::parse(text);
+  for (const auto& [key, value] : saved.items()) {
+    if (std::find(given.begin(), given.end(), "--" + key) != given.end()) {
+      throw Error("--" + key + " cannot be given with --resume: the recording continues with its own settings (" +
+                  key + " = " + value.dump() + ")");
+    }
+  }
+  for (const char* flag : {"--output", "--overwrite", "--max-record-bytes"}) {
+    if (std::find(given.begin(), given.end(), flag) != given.end()) {
+      throw Error(std::string(flag) + " cannot be given with --resume: the recording to continue is the --resume file");
+    }
+  }
+  RunFlags r = f;
+  try {
+    r.checkpoint = saved.at("checkpoint").get<std::string>();
+    r.sim.data_dir = saved.at("data-dir").get<std::string>();
+    r.split = saved.at("split").get<std::string>();
+    r.limit = saved.at("limit").get<int64_t>();
+    r.steps = saved.at("T").get<int64_t>();
+    r.record = saved.at("record").get<std::string>();
+    r.record_v = saved.at("record-v").get<std::string>();
+    r.record_input = saved.at("record-input").get<bool>();
+    r.dt = saved.at("dt").get<double>();
+    r.compress = saved.at("compress").get<bool>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("recording '" + f.resume + "': run_options in /meta is incomplete: " + e.what());
+  }
+  r.output = f.resume;
+  return r;
+}
+
+// "500M"-style sizes: bytes, or with a K, M, G or T suffix (powers of 1024).
+double parse_bytes(const std::string& text) {
+  std::size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string suffix = text.substr(std::min(used, text.size()));
+  double unit = 1;
+  if (suffix.size() == 1) {
+    const auto pos = std::string("KMGT").find(static_cast<char>(std::toupper(suffix[0])));
+    if (pos != std::string::npos) {
+      unit = std::pow(1024.0, static_cast<double>(pos + 1));
+      suffix.clear();
+    }
+  }
+  if (used == 0 || !suffix.empty() || !(v > 0)) {
+    throw Error("--max-record-bytes: expected a positive size like 500M or 2G, got '" + text + "'");
+  }
+  return v * unit;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.1f} {}", b, units[u]);
+}
+
+// The recording's size before compression, from the firing rates of a
+// first batch: 16 bytes per spike (timestamp, id), 4 per recorded potential
+// per step, and each sample's rows. Returns the line to print; an error
+// above `max_bytes`.
+std::string check_record_budget(SpikingNetwork& net, const LabeledImages& split, const RunFlags& f,
+                         const RecordRequest& record, int64_t samples, double max_bytes) {
+  const NetworkConfig& c = net.config();
+  const int64_t probe = std::min<int64_t>(f.sim.batch_size, samples);
+  const EvalResult first = evaluate(net, split, f.sim.batch_size, probe);
+  const double per_sample_steps = static_cast<double>(samples) * static_cast<double>(c.steps);
+  std::vector<std::string> parts;
+  double total = 0;
+  auto add = [&](const std::string& what, double bytes) {
+    total += bytes;
+    parts.push_back(what + " " + human_bytes(bytes));
+  };
+  if (record.record_input) {
+    const double rate = net.prepare_input(split.images.narrow(0, 0, probe)).mean().item<double>();
+    add("input spikes", 16.0 * rate * static_cast<double>(c.layers[0]) * per_sample_steps);
+  }
+  for (const auto& [layer, ids] : record.spikes) {
+    const double n = ids.empty() ? static_cast<double>(c.layers[layer + 1]) : static_cast<double>(ids.size());
+    add(population_name(c, layer) + " spikes", 16.0 * first.firing_rate[layer] * n * per_sample_steps);
+  }
+  for (const auto& [layer, ids] : record.traces) {
+    add(population_name(c, layer) + " potentials", 4.0 * static_cast<double>(ids.size()) * per_sample_steps);
+  }
+  const double row = 2 + 2 + 8 + 8 + 4.0 * static_cast<double>(c.layers.back() + c.layers.size() - 1) +
+                     2.0 * static_cast<double>(c.steps) + 8.0 * static_cast<double>(record.spikes.size());
+  add("per-sample rows", row * static_cast<double>(samples));
+  std::string list;
+  for (const auto& p : parts) list += (list.empty() ? "" : ", ") + p;
+  if (max_bytes > 0 && total > max_bytes) {
+    throw Error(fmt::format("the recording would take about {} ({}), more than --max-record-bytes {}: record fewer "
+                            "layers or neurons (e.g. --record hidden:0-99), fewer samples (--limit), or raise the "
+                            "limit",
+                            human_bytes(total), list, human_bytes(max_bytes)));
+  }
+  return fmt::format("recording estimate (before compression, firing rates of the first {} samples): {} ({})", probe,
+                     human_bytes(total), list);
+}
+
+// SIGINT and SIGTERM during a recording: the run finishes its batch,
+// commits, marks the file aborted and exits non-zero. A second signal
+// kills at once (SA_RESETHAND restores the default action).
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+void catch_stop_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 
 // "hidden,output:0-9,3" style lists: a name (optionally ":ids") starts a
 // layer; bare numbers or ranges after it add ids to that layer.
@@ -303,7 +450,9 @@ std::vector<std::pair<int64_t, std::vector<int64_t>>> parse_record_list(const st
   return out;
 }
 
-void run_run(const RunFlags& f) {
+void run_run(const RunFlags& flags, const std::vector<std::string>& given) {
+  const RunFlags f = flags.resume.empty() ? flags : resumed_flags(flags, given);
+  if (f.checkpoint.empty()) throw Error("run needs --checkpoint FILE (or --resume RECORDING)");
   LoadedCheckpoint ckpt = load_checkpoint(f.checkpoint);
   NetworkConfig c = ckpt.network->config();
   if (f.steps > 0) c.steps = f.steps;
@@ -325,6 +474,9 @@ void run_run(const RunFlags& f) {
     record.path = f.output;
     record.overwrite = f.overwrite;
     record.dt_ms = f.dt;
+    record.record_input = f.record_input;
+    record.deflate_spikes = f.compress;
+    record.resume = !f.resume.empty();
     record.spikes = parse_record_list("--record", f.record, c);
     record.traces = parse_record_list("--record-v", f.record_v, c);
     std::string devices;
@@ -333,25 +485,37 @@ void run_run(const RunFlags& f) {
     char started[32];
     std::strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
     record.meta = {{"config", c.to_json()},
+                   {"run_options", run_options(f).dump()},
                    {"checkpoint", f.checkpoint},
                    {"data_dir", f.sim.data_dir},
                    {"split", f.split},
                    {"seed", std::to_string(c.seed)},
-                   {"dt_ms", fmt::format("{}", f.dt)},
                    {"snnsim_version", kVersion},
                    {"libtorch_version", kTorchVersion},
                    {"hdf5_version", recording::hdf5_version()},
                    {"devices", devices},
                    {"threads", std::to_string(at::get_num_threads())},
                    {"start_time", started}};
-  } else if (!f.record_v.empty() || f.overwrite) {
-    throw Error("--record-v and --overwrite need --output FILE");
+    if (!record.resume) {
+      const int64_t samples = f.limit < 0 ? split.size() : std::min(f.limit, split.size());
+      const std::string estimate = check_record_budget(
+          net, split, f, record, samples, f.max_record_bytes.empty() ? 0 : parse_bytes(f.max_record_bytes));
+      record.on_open = [estimate] { std::cout << estimate << "\n"; };
+    }
+    catch_stop_signals();
+    record.stop_requested = [] { return g_stop_signal.load() != 0; };
+  } else if (!f.record_v.empty() || f.overwrite || f.record_input || f.compress || !f.max_record_bytes.empty()) {
+    throw Error("--record-v, --record-input, --compress, --max-record-bytes and --overwrite need --output FILE");
   }
   const auto t0 = std::chrono::steady_clock::now();
   const EvalResult r = evaluate(net, split, f.sim.batch_size, f.limit, f.output.empty() ? nullptr : &record);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << fmt::format("{} split: {} samples, T = {}, accuracy {:.4f} ({:.1f} s)\n", f.split, r.samples, c.steps,
                            r.accuracy, secs);
+  if (r.resumed_at > 0) {
+    std::cout << fmt::format("resumed: samples 0..{} came from the recording, {} were simulated now\n",
+                             r.resumed_at - 1, r.samples - r.resumed_at);
+  }
   for (size_t i = 0; i < r.firing_rate.size(); ++i) {
     std::cout << fmt::format("layer {} ({} neurons): mean firing rate {:.4f} spikes/neuron/step\n", i + 1,
                              c.layers[i + 1], r.firing_rate[i]);
@@ -382,6 +546,26 @@ void run_run(const RunFlags& f) {
 }
 
 }  // namespace
+
+int stop_signal() { return g_stop_signal.load(); }
+
+Run add_recover_command(CLI::App& app) {
+  auto path = std::make_shared<std::string>();
+  auto overwrite = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand(
+      "recover",
+      "Make the recording of a killed or interrupted run (FILE.partial) a normal file holding every sample it "
+      "committed (status 'recovered'); snnsim run --resume can still continue it");
+  cmd->add_option("FILE", *path, "The recording: run.h5 or run.h5.partial")->required();
+  cmd->add_flag("--overwrite", *overwrite, "Replace an existing FILE");
+  return [cmd, path, overwrite] {
+    if (!cmd->parsed()) return;
+    const recording::Recovered r = recording::recover(*path, *overwrite);
+    std::cout << fmt::format("recovered '{}': {} committed samples (the file's status was '{}'); continue the run "
+                             "with: snnsim run --resume {}\n",
+                             r.path, r.samples, r.previous_status, r.path);
+  };
+}
 
 Run add_train_command(CLI::App& app) {
   auto f = std::make_shared<TrainFlags>();
@@ -431,7 +615,7 @@ Run add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run",
                                      "Simulate a data split through a trained network for T steps: accuracy, "
                                      "firing rate per layer and accuracy as a function of t");
-  cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint written by snnsim train")->required();
+  cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint written by snnsim train (required unless --resume)");
   cmd->add_option("--split", f->split, "test or train")->capture_default_str()->check(CLI::IsMember({"test", "train"}));
   cmd->add_option("--T", f->steps, "Steps per sample (0: the checkpoint's)")
       ->capture_default_str()
@@ -450,9 +634,24 @@ Run add_run_command(CLI::App& app) {
   cmd->add_option("--dt", f->dt, "Duration of a step in ms, the recording's time unit")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--record-input", f->record_input, "Also record the encoder's spikes (population 'input')");
+  cmd->add_flag("--compress", f->compress,
+                "Deflate the spike and potential datasets too: 10-30x smaller, but readers whose HDF5 lacks zlib "
+                "(libsonata's PyPI wheels) cannot open them");
+  cmd->add_option("--max-record-bytes", f->max_record_bytes,
+                  "Refuse to start when the recording's estimated size (printed before the run) exceeds this, "
+                  "e.g. 500M or 2G");
+  cmd->add_option("--resume", f->resume,
+                  "Continue the unfinished recording FILE (interrupted or killed) with the settings it was started "
+                  "with; the result equals an uninterrupted run's");
   add_sim_flags(cmd, f->sim);
   return [cmd, f] {
-    if (cmd->parsed()) run_run(*f);
+    if (!cmd->parsed()) return;
+    std::vector<std::string> given;
+    for (const CLI::Option* opt : cmd->get_options()) {
+      if (opt->count() > 0) given.push_back(opt->get_name());
+    }
+    run_run(*f, given);
   };
 }
 

@@ -54,10 +54,16 @@ Handle make_group(hid_t parent, const std::string& name) {
   return g;
 }
 
-// An extendible chunked dataset (shuffle + deflate: built-in filters only,
-// so that every HDF5 reader opens it).
+// How a growing dataset is compressed.
+enum class Filter {
+  kDeflate,      // shuffle + deflate: small, but needs an HDF5 built with zlib
+  kScaleOffset,  // HDF5's own integer packing: always available, lossless for integers
+  kNone,
+};
+
+// An extendible chunked dataset.
 Growing make_growing(hid_t parent, const std::string& name, hid_t file_type, hid_t mem_type, hsize_t width,
-                     hsize_t chunk_rows) {
+                     hsize_t chunk_rows, Filter filter = Filter::kDeflate) {
   Growing g;
   g.mem_type = mem_type;
   g.width = width;
@@ -67,8 +73,12 @@ Growing make_growing(hid_t parent, const std::string& name, hid_t file_type, hid
   Handle space(H5Screate_simple(rank, dims, maxdims), H5Sclose);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
   check(H5Pset_chunk(dcpl.get(), rank, chunk), "recording: cannot chunk " + name);
-  check(H5Pset_shuffle(dcpl.get()), "recording: no shuffle filter");
-  check(H5Pset_deflate(dcpl.get(), kDeflate), "recording: no deflate filter");
+  if (filter == Filter::kDeflate) {
+    check(H5Pset_shuffle(dcpl.get()), "recording: no shuffle filter");
+    check(H5Pset_deflate(dcpl.get(), kDeflate), "recording: no deflate filter");
+  } else if (filter == Filter::kScaleOffset) {
+    check(H5Pset_scaleoffset(dcpl.get(), H5Z_SO_INT, H5Z_SO_INT_MINBITS_DEFAULT), "recording: no scale-offset filter");
+  }
   g.ds = Handle(H5Dcreate2(parent, name.c_str(), file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                 H5Dclose);
   if (!g.ds.ok()) throw Error("recording: cannot create dataset " + name);
@@ -151,6 +161,175 @@ void validate(const RecordingLayout& L) {
   }
 }
 
+// An existing growing dataset (of a file being resumed).
+Growing open_growing(hid_t parent, const std::string& name, hid_t mem_type, const std::string& where) {
+  Growing g;
+  g.mem_type = mem_type;
+  g.ds = Handle(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!g.ds.ok()) throw Error(where + " has no dataset '" + name + "'");
+  Handle space(H5Dget_space(g.ds.get()), H5Sclose);
+  hsize_t dims[2] = {0, 0};
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 1 || rank > 2) throw Error(where + ": dataset '" + name + "' is not a table");
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  g.rows = dims[0];
+  g.width = rank == 2 ? dims[1] : 0;
+  return g;
+}
+
+// Shrinks a growing dataset to its first n rows.
+void truncate_rows(hid_t ds, hsize_t n, const std::string& name, const std::string& where) {
+  Handle space(H5Dget_space(ds), H5Sclose);
+  hsize_t dims[2] = {0, 0};
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 1 || rank > 2) throw Error(where + ": dataset '" + name + "' is not a table");
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  if (dims[0] < n) {
+    throw Error(where + " is damaged: '" + name + "' holds " + std::to_string(dims[0]) + " rows, fewer than the " +
+                std::to_string(n) + " committed");
+  }
+  dims[0] = n;
+  check(H5Dset_extent(ds, dims), where + ": cannot truncate '" + name + "'");
+}
+
+Handle open_dataset(hid_t parent, const std::string& name, const std::string& where) {
+  Handle ds(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) throw Error(where + " has no dataset '" + name + "'");
+  return ds;
+}
+
+Handle open_group(hid_t parent, const std::string& name, const std::string& where) {
+  Handle g(H5Gopen2(parent, name.c_str(), H5P_DEFAULT), H5Gclose);
+  if (!g.ok()) throw Error(where + " has no group '" + name + "'");
+  return g;
+}
+
+// The names of a group's members, in name order.
+std::vector<std::string> members(hid_t group) {
+  H5G_info_t info{};
+  check(H5Gget_info(group, &info), "recording: cannot list a group");
+  std::vector<std::string> out;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t n = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    std::string name(static_cast<size_t>(std::max<ssize_t>(n, 0)) + 1, '\0');
+    H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
+    name.resize(static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    out.push_back(name);
+  }
+  return out;
+}
+
+// Row i of a one-dimensional uint64 dataset.
+uint64_t read_u64_at(hid_t ds, hsize_t i, const std::string& where) {
+  Handle file_space(H5Dget_space(ds), H5Sclose);
+  const hsize_t one = 1;
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &i, nullptr, &one, nullptr), where + ": bad row");
+  Handle mem_space(H5Screate_simple(1, &one, nullptr), H5Sclose);
+  uint64_t value = 0;
+  check(H5Dread(ds, H5T_NATIVE_UINT64, mem_space.get(), file_space.get(), H5P_DEFAULT, &value),
+        where + ": cannot read a row");
+  return value;
+}
+
+// A whole dataset as int64 (HDF5 converts), in a tensor of its shape.
+torch::Tensor read_int64(hid_t ds, const std::string& where) {
+  Handle space(H5Dget_space(ds), H5Sclose);
+  hsize_t dims[2] = {0, 0};
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  if (rank < 1 || rank > 2) throw Error(where + ": a dataset is not a table");
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  std::vector<int64_t> shape{static_cast<int64_t>(dims[0])};
+  if (rank == 2) shape.push_back(static_cast<int64_t>(dims[1]));
+  torch::Tensor t = torch::empty(shape, torch::kLong);
+  if (t.numel() > 0) {
+    check(H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr<int64_t>()),
+          where + ": cannot read a dataset");
+  }
+  return t;
+}
+
+std::vector<int64_t> read_ids(hid_t parent, const std::string& name, const std::string& where) {
+  Handle ds = open_dataset(parent, name, where);
+  const torch::Tensor t = read_int64(ds.get(), where);
+  return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
+}
+
+std::string strip_partial(const std::string& path) {
+  const std::string suffix = ".partial";
+  if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    return path.substr(0, path.size() - suffix.size());
+  }
+  return path;
+}
+
+// Opens a recording for repair or resumption. A killed SWMR writer leaves
+// the superblock marked "open for writing", which HDF5 refuses; clearing
+// that mark is what `h5clear -s` does, through the same file-access property.
+Handle open_unfinished(const std::string& file, bool writable) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "recording: HDF5 lacks SWMR");
+  hbool_t clear = 1;
+  if (writable) check(H5Pset(fapl.get(), "clear_status_flags", &clear), "recording: this HDF5 cannot clear status flags");
+  Handle f(H5Fopen(file.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
+  if (!f.ok() && !writable) f = Handle(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);  // not SWMR
+  if (!f.ok()) throw Error("'" + file + "' is not a readable HDF5 file");
+  if (H5Aexists(f.get(), "format") <= 0 ||
+      hdf5::read_string_attribute(f.get(), "format", "'" + file + "'") != "snnsim-recording") {
+    throw Error("'" + file + "' is not an snnsim recording (no format attribute 'snnsim-recording')");
+  }
+  return f;
+}
+
+std::string read_status(hid_t f, const std::string& where) {
+  Handle ds = open_dataset(f, "meta/status", where);
+  Handle st = string_type(kStatusLength);
+  std::string buf(kStatusLength + 1, '\0');
+  check(H5Dread(ds.get(), st.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), where + ": cannot read the status");
+  return std::string(buf.c_str());
+}
+
+// Drops everything after the last commit (rows, spikes, trace frames) and
+// returns the number of committed samples.
+int64_t truncate_to_committed(hid_t f, const std::string& where) {
+  Handle counter = open_dataset(f, "meta/samples_committed", where);
+  uint64_t committed = 0;
+  check(H5Dread(counter.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &committed),
+        where + ": cannot read samples_committed");
+  Handle meta = open_group(f, "meta", where);
+  const auto steps = static_cast<hsize_t>(hdf5::read_int_attribute(meta.get(), "steps_per_sample", where));
+  const hsize_t n = committed;
+  Handle samples = open_group(f, "samples", where);
+  for (const std::string& name : members(samples.get())) {
+    if (name == "spike_ptr") continue;
+    Handle ds = open_dataset(samples.get(), name, where);
+    truncate_rows(ds.get(), n, "samples/" + name, where);
+  }
+  Handle ptrs = open_group(samples.get(), "spike_ptr", where);
+  Handle spikes = open_group(f, "spikes", where);
+  for (const std::string& name : members(ptrs.get())) {
+    Handle ptr = open_dataset(ptrs.get(), name, where);
+    truncate_rows(ptr.get(), n + 1, "samples/spike_ptr/" + name, where);
+    const hsize_t total = read_u64_at(ptr.get(), n, where);
+    Handle pop = open_group(spikes.get(), name, where);
+    for (const char* column : {"timestamps", "node_ids"}) {
+      Handle ds = open_dataset(pop.get(), column, where);
+      truncate_rows(ds.get(), total, "spikes/" + name + "/" + column, where);
+    }
+  }
+  Handle reports = open_group(f, "report", where);
+  for (const std::string& name : members(reports.get())) {
+    Handle ds = open_dataset(reports.get(), name + "/data", where);
+    truncate_rows(ds.get(), n * steps, "report/" + name + "/data", where);
+    // The time axis may run ahead of the counter (commit() writes it first).
+    Handle time = open_dataset(reports.get(), name + "/mapping/time", where);
+    double t[3] = {0, 0, 0};
+    check(H5Dread(time.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, t), where + ": cannot read a time axis");
+    t[1] = t[0] + static_cast<double>(n * steps) * t[2];
+    write_scalar(time.get(), H5T_NATIVE_DOUBLE, t, "report time");
+  }
+  return static_cast<int64_t>(committed);
+}
+
 // Whether event i follows event i - 1 in file order (sample, step, id).
 bool in_file_order(const int64_t* sample, const int64_t* step, const int64_t* node, int64_t i) {
   if (i == 0) return true;
@@ -176,7 +355,7 @@ struct RecordingFile::State {
   std::vector<Pop> pops;
   std::vector<Growing> reports;
   std::vector<Handle> report_times;
-  Growing label, predicted, counts, t_start, t_stop;
+  Growing label, predicted, counts, t_start, t_stop, layer_spikes, prediction_by_step;
   int64_t appended = 0;
   int64_t committed = 0;
   bool finished = false;
@@ -220,6 +399,7 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
     Handle g = make_group(f, "meta");
     for (const auto& [k, v] : meta) hdf5::write_string_attribute(g.get(), k.c_str(), v);
     hdf5::write_int_attribute(g.get(), "steps_per_sample", L.steps);
+    hdf5::write_double_attribute(g.get(), "dt_ms", L.dt_ms);
     Handle scalar(H5Screate(H5S_SCALAR), H5Sclose);
     s_->counter = Handle(H5Dcreate2(g.get(), "samples_committed", H5T_STD_U64LE, scalar.get(), H5P_DEFAULT,
                                     H5P_DEFAULT, H5P_DEFAULT),
@@ -249,9 +429,13 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
       Handle pg = make_group(g.get(), p.name);
       write_sorting_by_time(pg.get());
       State::Pop pop;
-      pop.timestamps = make_growing(pg.get(), "timestamps", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, kSpikeChunk);
+      // What SONATA readers open stays readable by every HDF5 build (libsonata's
+      // PyPI wheels have no zlib) unless deflate is asked for.
+      const Filter f = L.deflate_spikes ? Filter::kDeflate : Filter::kNone;
+      const Filter ids = L.deflate_spikes ? Filter::kDeflate : Filter::kScaleOffset;
+      pop.timestamps = make_growing(pg.get(), "timestamps", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, kSpikeChunk, f);
       write_units(pop.timestamps.ds.get(), "ms");
-      pop.node_ids = make_growing(pg.get(), "node_ids", H5T_STD_U64LE, H5T_NATIVE_UINT64, 0, kSpikeChunk);
+      pop.node_ids = make_growing(pg.get(), "node_ids", H5T_STD_U64LE, H5T_NATIVE_UINT64, 0, kSpikeChunk, ids);
       s_->pops.push_back(std::move(pop));
     }
   }
@@ -263,7 +447,8 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
       const hsize_t n = p.node_ids.size();
       Handle pg = make_group(g.get(), p.name);
       Growing data = make_growing(pg.get(), "data", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, n,
-                                  std::max<hsize_t>(1, kSpikeChunk / n));
+                                  std::max<hsize_t>(1, kSpikeChunk / n),
+                                  L.deflate_spikes ? Filter::kDeflate : Filter::kNone);
       write_units(data.ds.get(), "mV");
       s_->reports.push_back(std::move(data));
       Handle m = make_group(pg.get(), "mapping");
@@ -289,6 +474,14 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
                               static_cast<hsize_t>(L.classes), kRowChunk);
     s_->t_start = make_growing(g.get(), "t_start_ms", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, kRowChunk);
     s_->t_stop = make_growing(g.get(), "t_stop_ms", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, kRowChunk);
+    if (L.layers > 0) {
+      s_->layer_spikes = make_growing(g.get(), "layer_spikes", H5T_STD_U32LE, H5T_NATIVE_UINT32,
+                                      static_cast<hsize_t>(L.layers), kRowChunk);
+    }
+    if (L.prediction_by_step) {
+      s_->prediction_by_step = make_growing(g.get(), "prediction_by_step", H5T_STD_I16LE, H5T_NATIVE_INT16,
+                                            static_cast<hsize_t>(L.steps), kRowChunk);
+    }
     Handle ptr = make_group(g.get(), "spike_ptr");
     for (size_t i = 0; i < L.spikes.size(); ++i) {
       s_->pops[i].ptr = make_growing(ptr.get(), L.spikes[i].name, H5T_STD_U64LE, H5T_NATIVE_UINT64, 0, kRowChunk);
@@ -299,6 +492,193 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
 
   // Everything exists: from here on only raw data changes (SWMR's rule).
   check(H5Fstart_swmr_write(f), "recording: cannot start SWMR writing on '" + partial + "'");
+}
+
+RecordingFile::RecordingFile() = default;
+RecordingFile::RecordingFile(RecordingFile&&) noexcept = default;
+RecordingFile& RecordingFile::operator=(RecordingFile&&) noexcept = default;
+
+RecordingFile RecordingFile::resume(std::string path, RecordingLayout layout) {
+  hdf5::QuietHdf5 quiet;
+  validate(layout);
+  const std::string final_path = strip_partial(path);
+  const std::string partial = final_path + ".partial";
+  if (!exists(partial)) {
+    if (!exists(final_path)) throw Error("no unfinished recording '" + partial + "' to resume");
+    std::string status;
+    {
+      Handle f = open_unfinished(final_path, false);
+      status = read_status(f.get(), "recording '" + final_path + "'");
+    }
+    if (status != "recovered") {
+      throw Error("recording '" + final_path + "' is finished (status " + status + "): nothing to resume");
+    }
+    // A recovered file continues where it stopped, as an unfinished one.
+    if (std::rename(final_path.c_str(), partial.c_str()) != 0) {
+      throw Error("cannot rename '" + final_path + "' to '" + partial + "': " + std::strerror(errno));
+    }
+  }
+  const std::string where = "recording '" + partial + "'";
+  RecordingFile r;
+  r.s_ = std::make_unique<State>();
+  State& s = *r.s_;
+  s.path = final_path;
+  s.layout = std::move(layout);
+  const RecordingLayout& L = s.layout;
+  s.file = open_unfinished(partial, true);
+  const hid_t f = s.file.get();
+  const int64_t committed = truncate_to_committed(f, where);
+
+  // The file must hold what this run would write.
+  Handle meta = open_group(f, "meta", where);
+  auto differs = [&](const std::string& what, const std::string& file, const std::string& run) {
+    throw Error(where + " was recorded with " + what + " " + file + ", this run has " + run +
+                ": resume it with the settings it was started with");
+  };
+  const int64_t steps = hdf5::read_int_attribute(meta.get(), "steps_per_sample", where);
+  if (steps != L.steps) differs("T =", std::to_string(steps), std::to_string(L.steps));
+  const double dt = hdf5::read_double_attribute(meta.get(), "dt_ms", where);
+  if (dt != L.dt_ms) differs("dt =", std::to_string(dt), std::to_string(L.dt_ms));
+  auto names = [](const auto& pops) {
+    std::vector<std::string> out;
+    for (const auto& p : pops) out.push_back(p.name);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto joined = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
+    return out.empty() ? std::string("none") : out;
+  };
+  Handle spikes = open_group(f, "spikes", where);
+  Handle reports = open_group(f, "report", where);
+  if (members(spikes.get()) != names(L.spikes)) {
+    differs("spikes of", joined(members(spikes.get())), joined(names(L.spikes)));
+  }
+  if (members(reports.get()) != names(L.traces)) {
+    differs("potentials of", joined(members(reports.get())), joined(names(L.traces)));
+  }
+  for (const auto& p : L.spikes) {
+    std::vector<int64_t> want = p.node_ids;
+    if (want.empty()) {
+      for (int64_t i = 0; i < p.size; ++i) want.push_back(i);
+    }
+    if (read_ids(meta.get(), "populations/" + p.name + "/recorded_node_ids", where) != want) {
+      differs("other neurons of", p.name, "a different --record list");
+    }
+  }
+  for (const auto& p : L.traces) {
+    if (read_ids(reports.get(), p.name + "/mapping/node_ids", where) != p.node_ids) {
+      differs("other potentials of", p.name, "a different --record-v list");
+    }
+  }
+
+  // Reopen every growing dataset where the last commit left it.
+  Handle samples = open_group(f, "samples", where);
+  s.label = open_growing(samples.get(), "label", H5T_NATIVE_INT16, where);
+  s.predicted = open_growing(samples.get(), "predicted", H5T_NATIVE_INT16, where);
+  s.counts = open_growing(samples.get(), "output_counts", H5T_NATIVE_UINT32, where);
+  if (static_cast<int64_t>(s.counts.width) != L.classes) {
+    differs("classes", std::to_string(s.counts.width), std::to_string(L.classes));
+  }
+  s.t_start = open_growing(samples.get(), "t_start_ms", H5T_NATIVE_DOUBLE, where);
+  s.t_stop = open_growing(samples.get(), "t_stop_ms", H5T_NATIVE_DOUBLE, where);
+  const bool has_layers = H5Lexists(samples.get(), "layer_spikes", H5P_DEFAULT) > 0;
+  if (has_layers != (L.layers > 0)) differs("layer_spikes", has_layers ? "on" : "off", L.layers > 0 ? "on" : "off");
+  if (has_layers) {
+    s.layer_spikes = open_growing(samples.get(), "layer_spikes", H5T_NATIVE_UINT32, where);
+    if (static_cast<int64_t>(s.layer_spikes.width) != L.layers) {
+      differs("neuron layers", std::to_string(s.layer_spikes.width), std::to_string(L.layers));
+    }
+  }
+  const bool has_pred = H5Lexists(samples.get(), "prediction_by_step", H5P_DEFAULT) > 0;
+  if (has_pred != L.prediction_by_step) differs("prediction_by_step", has_pred ? "on" : "off", has_pred ? "off" : "on");
+  if (has_pred) s.prediction_by_step = open_growing(samples.get(), "prediction_by_step", H5T_NATIVE_INT16, where);
+  Handle ptrs = open_group(samples.get(), "spike_ptr", where);
+  for (const auto& p : L.spikes) {
+    Handle pg = open_group(spikes.get(), p.name, where);
+    State::Pop pop;
+    pop.timestamps = open_growing(pg.get(), "timestamps", H5T_NATIVE_DOUBLE, where);
+    pop.node_ids = open_growing(pg.get(), "node_ids", H5T_NATIVE_UINT64, where);
+    pop.ptr = open_growing(ptrs.get(), p.name, H5T_NATIVE_UINT64, where);
+    pop.spikes = read_u64_at(pop.ptr.ds.get(), static_cast<hsize_t>(committed), where);
+    s.pops.push_back(std::move(pop));
+  }
+  for (const auto& p : L.traces) {
+    Handle pg = open_group(reports.get(), p.name, where);
+    s.reports.push_back(open_growing(pg.get(), "data", H5T_NATIVE_FLOAT, where));
+    s.report_times.push_back(open_dataset(pg.get(), "mapping/time", where));
+  }
+  s.counter = open_dataset(f, "meta/samples_committed", where);
+  s.status = open_dataset(f, "meta/status", where);
+  Handle st = string_type(kStatusLength);
+  write_scalar(s.status.get(), st.get(), padded("running").data(), "status");
+  hdf5::write_int_attribute(meta.get(), "resumed_at_sample", committed);
+  s.appended = s.committed = committed;
+  check(H5Fstart_swmr_write(f), "recording: cannot start SWMR writing on '" + partial + "'");
+  return r;
+}
+
+SampleRows RecordingFile::read_rows() const {
+  hdf5::QuietHdf5 quiet;
+  const std::string where = "recording '" + partial_path() + "'";
+  auto rows = [&](const Growing& g) { return read_int64(g.ds.get(), where).narrow(0, 0, s_->committed); };
+  SampleRows r;
+  r.labels = rows(s_->label);
+  r.predicted = rows(s_->predicted);
+  r.output_counts = rows(s_->counts);
+  if (s_->layer_spikes.ds.ok()) r.layer_spikes = rows(s_->layer_spikes);
+  if (s_->prediction_by_step.ds.ok()) r.prediction_by_step = rows(s_->prediction_by_step);
+  return r;
+}
+
+std::string RecordingFile::meta_attribute(const std::string& key) const {
+  hdf5::QuietHdf5 quiet;
+  Handle meta(H5Gopen2(s_->file.get(), "meta", H5P_DEFAULT), H5Gclose);
+  if (!meta.ok() || H5Aexists(meta.get(), key.c_str()) <= 0) return "";
+  return hdf5::read_string_attribute(meta.get(), key.c_str(), "recording '" + partial_path() + "'");
+}
+
+std::string read_meta_attribute(const std::string& path, const std::string& key) {
+  hdf5::QuietHdf5 quiet;
+  const std::string final_path = strip_partial(path);
+  const std::string file = exists(final_path + ".partial") ? final_path + ".partial" : final_path;
+  if (!exists(file)) throw Error("no recording '" + final_path + "' (nor '" + final_path + ".partial')");
+  Handle f = open_unfinished(file, false);
+  Handle meta = open_group(f.get(), "meta", "recording '" + file + "'");
+  if (H5Aexists(meta.get(), key.c_str()) <= 0) return "";
+  return hdf5::read_string_attribute(meta.get(), key.c_str(), "recording '" + file + "'");
+}
+
+Recovered recover(const std::string& path, bool overwrite) {
+  hdf5::QuietHdf5 quiet;
+  Recovered r;
+  r.path = strip_partial(path);
+  const std::string partial = r.path + ".partial";
+  if (!exists(partial)) {
+    if (!exists(r.path)) throw Error("no recording '" + partial + "' to recover");
+    Handle f = open_unfinished(r.path, false);
+    throw Error("recording '" + r.path + "' is finished (status " + read_status(f.get(), "'" + r.path + "'") +
+                "): nothing to recover");
+  }
+  if (!overwrite && exists(r.path)) {
+    throw Error("'" + r.path + "' exists; pass --overwrite to replace it with the recovered recording");
+  }
+  {
+    const std::string where = "recording '" + partial + "'";
+    Handle f = open_unfinished(partial, true);
+    r.previous_status = read_status(f.get(), where);
+    r.samples = truncate_to_committed(f.get(), where);
+    Handle status = open_dataset(f.get(), "meta/status", where);
+    Handle st = string_type(kStatusLength);
+    write_scalar(status.get(), st.get(), padded("recovered").data(), "status");
+    Handle meta = open_group(f.get(), "meta", where);
+    hdf5::write_string_attribute(meta.get(), "recovered_from_status", r.previous_status);
+  }
+  if (std::rename(partial.c_str(), r.path.c_str()) != 0) {
+    throw Error("recording: cannot rename '" + partial + "' to '" + r.path + "': " + std::strerror(errno));
+  }
+  return r;
 }
 
 RecordingFile::~RecordingFile() {
@@ -322,6 +702,16 @@ void RecordingFile::append(const SampleBatch& b) {
   TORCH_CHECK(b.spikes.size() == L.spikes.size() && b.traces.size() == L.traces.size(),
               "recording: the batch has ", b.spikes.size(), " spike and ", b.traces.size(),
               " trace populations, the layout ", L.spikes.size(), " and ", L.traces.size());
+  if (L.layers > 0) {
+    TORCH_CHECK(b.layer_spikes.defined() && b.layer_spikes.dim() == 2 && b.layer_spikes.size(0) == n &&
+                    b.layer_spikes.size(1) == L.layers,
+                "recording: layer_spikes must be [", n, ", ", L.layers, "]");
+  }
+  if (L.prediction_by_step) {
+    TORCH_CHECK(b.prediction_by_step.defined() && b.prediction_by_step.dim() == 2 &&
+                    b.prediction_by_step.size(0) == n && b.prediction_by_step.size(1) == L.steps,
+                "recording: prediction_by_step must be [", n, ", ", L.steps, "]");
+  }
   const double T = static_cast<double>(L.steps);
   const int64_t first = s_->appended;
 
@@ -379,6 +769,14 @@ void RecordingFile::append(const SampleBatch& b) {
   s_->counts.append(counts.data_ptr<int32_t>(), n, "output_counts");
   s_->t_start.append(t0.data(), n, "t_start_ms");
   s_->t_stop.append(t1.data(), n, "t_stop_ms");
+  if (L.layers > 0) {
+    const torch::Tensor ls = b.layer_spikes.to(torch::kCPU, torch::kDouble).round().to(torch::kInt).contiguous();
+    s_->layer_spikes.append(ls.data_ptr<int32_t>(), n, "layer_spikes");
+  }
+  if (L.prediction_by_step) {
+    const torch::Tensor p = b.prediction_by_step.to(torch::kCPU, torch::kShort).contiguous();
+    s_->prediction_by_step.append(p.data_ptr<int16_t>(), n, "prediction_by_step");
+  }
   for (size_t p = 0; p < L.spikes.size(); ++p) s_->pops[p].ptr.append(ptr_rows[p].data(), n, "spike_ptr");
   s_->appended += n;
 }
@@ -386,6 +784,12 @@ void RecordingFile::append(const SampleBatch& b) {
 void RecordingFile::commit() {
   hdf5::QuietHdf5 quiet;
   if (s_->finished) throw Error("recording: commit after finish");
+  // Everything appended reaches the file before what vouches for it (the
+  // report's time axis and the counter): those are small contiguous
+  // datasets whose writes can reach the disk at once, while chunk data and
+  // dataset extents wait in HDF5's caches until a flush. Killed in between,
+  // the file holds more than it claims, never less.
+  check(H5Fflush(s_->file.get(), H5F_SCOPE_GLOBAL), "recording: cannot flush '" + partial_path() + "'");
   const double t_stop = static_cast<double>(s_->appended) * static_cast<double>(s_->layout.steps) * s_->layout.dt_ms;
   for (auto& t : s_->report_times) {
     const double time[3] = {0.0, t_stop, s_->layout.dt_ms};
@@ -413,6 +817,8 @@ void RecordingFile::finish(const std::string& status, const std::vector<std::pai
   s_->counts = Growing{};
   s_->t_start = Growing{};
   s_->t_stop = Growing{};
+  s_->layer_spikes = Growing{};
+  s_->prediction_by_step = Growing{};
   s_->counter = Handle(-1, H5Dclose);
   s_->status = Handle(-1, H5Dclose);
   s_->file = Handle(-1, H5Fclose);

@@ -22,23 +22,11 @@ using hdf5::write_string_attribute;
 
 
 int64_t read_int_attribute(hid_t loc, const char* name, const std::string& path) {
-  Handle attr(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw Error("checkpoint '" + path + "' has no attribute '" + name + "'");
-  int64_t value = 0;
-  check(H5Aread(attr.get(), H5T_NATIVE_INT64, &value), "checkpoint '" + path + "': cannot read attribute " + name);
-  return value;
+  return hdf5::read_int_attribute(loc, name, "checkpoint '" + path + "'");
 }
 
 std::string read_string_attribute(hid_t loc, const char* name, const std::string& path) {
-  Handle attr(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw Error("checkpoint '" + path + "' has no attribute '" + name + "'");
-  Handle type(H5Aget_type(attr.get()), H5Tclose);
-  const size_t size = H5Tget_size(type.get());
-  std::vector<char> buf(size + 1, '\0');
-  Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(mem.get(), size + 1);
-  check(H5Aread(attr.get(), mem.get(), buf.data()), "checkpoint '" + path + "': cannot read attribute " + name);
-  return std::string(buf.data());
+  return hdf5::read_string_attribute(loc, name, "checkpoint '" + path + "'");
 }
 
 void write_tensor(hid_t group, const std::string& name, const torch::Tensor& tensor, const std::string& path) {

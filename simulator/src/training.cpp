@@ -3,6 +3,7 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -145,6 +146,16 @@ std::string population_name(const NetworkConfig& config, int64_t layer) {
 
 namespace {
 
+int64_t tensor_bytes(const torch::Tensor& t) { return t.defined() ? static_cast<int64_t>(t.nbytes()) : 0; }
+
+int64_t batch_bytes(const recording::SampleBatch& b) {
+  int64_t n = tensor_bytes(b.labels) + tensor_bytes(b.predicted) + tensor_bytes(b.output_counts) +
+              tensor_bytes(b.layer_spikes) + tensor_bytes(b.prediction_by_step);
+  for (const auto& e : b.spikes) n += tensor_bytes(e.sample) + tensor_bytes(e.step) + tensor_bytes(e.node);
+  for (const auto& t : b.traces) n += tensor_bytes(t);
+  return n;
+}
+
 // Gathers one batch's recorded blocks from the stage threads, then hands
 // the batch, in the file's order (sample, step, neuron id), to a writer
 // thread through a bounded queue: the simulation goes on while HDF5 writes,
@@ -159,8 +170,19 @@ class BatchRecorder {
     layout.steps = c.steps;
     layout.dt_ms = request.dt_ms;
     const int64_t layers = static_cast<int64_t>(c.layers.size()) - 1;
+    layout.layers = layers;
+    layout.prediction_by_step = true;
+    layout.deflate_spikes = request.deflate_spikes;
     layer_of_spikes_.assign(layers, -1);
     layer_of_trace_.assign(layers, -1);
+    if (request.record_input) {
+      // The encoder's spikes are a function of (seed, sample, step, pixel):
+      // encoding the batch again here gives exactly what the network saw.
+      layout.spikes.push_back({"input", c.layers[0], 0, {}});
+      spike_ids_.push_back(torch::Tensor());
+      input_encoder_.seed(c.seed);
+      record_input_ = true;
+    }
     // RecordingFile validates the layout (names, ids) before it writes anything.
     for (const auto& [layer, ids] : request.spikes) {
       const std::string name = population_name(c, layer);
@@ -174,12 +196,25 @@ class BatchRecorder {
       layout.traces.push_back({name, c.layers[layer + 1], layer + 1, ids});
       trace_ids_.push_back(torch::tensor(ids, torch::kLong));
     }
-    file_ = std::make_unique<recording::RecordingFile>(request.path, layout, request.meta, request.overwrite);
+    if (request.resume) {
+      file_ = std::make_unique<recording::RecordingFile>(recording::RecordingFile::resume(request.path, layout));
+      for (const auto& [key, value] : request.meta) {
+        if (key == "config" && file_->meta_attribute(key) != value) {
+          throw Error("recording '" + file_->partial_path() +
+                      "' was made with another network configuration: resume it with the checkpoint and "
+                      "settings it was started with");
+        }
+      }
+      prior_ = file_->read_rows();
+    } else {
+      file_ = std::make_unique<recording::RecordingFile>(request.path, layout, request.meta, request.overwrite);
+    }
     spike_blocks_.resize(layout.spikes.size());
     trace_blocks_.resize(layout.traces.size());
+    layer_totals_.resize(layers);
     writer_ = std::thread([this] { write_loop(); });
+    // Every layer is observed: its per-sample spike totals go to the file.
     for (int64_t i = 0; i < layers; ++i) {
-      if (layer_of_spikes_[i] < 0 && layer_of_trace_[i] < 0) continue;
       net_.neuron_layers()[i]->set_observer(
           [this, i](const torch::Tensor& spikes, const torch::Tensor& v) { observe(i, spikes, v); },
           layer_of_trace_[i] >= 0);
@@ -194,43 +229,80 @@ class BatchRecorder {
     }
   }
 
-  // After each batch: assemble, append, commit.
-  void write_batch(const torch::Tensor& labels, const torch::Tensor& counts, const torch::Tensor& predicted) {
+  // The committed rows of a resumed recording (empty tensors otherwise).
+  const recording::SampleRows& prior() const { return prior_; }
+  int64_t samples_committed_before() const { return prior_.labels.defined() ? prior_.labels.size(0) : 0; }
+  int64_t peak_bytes() const { return peak_bytes_.load(); }
+  int64_t total_bytes() const { return total_bytes_; }
+
+  // After each batch: assemble, queue for the writer (which appends and commits).
+  void write_batch(const torch::Tensor& x, const torch::Tensor& idx, const torch::Tensor& labels,
+                   const torch::Tensor& counts, const torch::Tensor& predicted,
+                   const torch::Tensor& prediction_by_step) {
     recording::SampleBatch b;
     b.labels = labels;
     b.predicted = predicted;
     b.output_counts = counts;
-    for (auto& blocks : spike_blocks_) {
-      b.spikes.push_back(merge(blocks));
-      blocks.clear();
+    b.prediction_by_step = prediction_by_step;
+    size_t p = 0;
+    if (record_input_) {
+      const torch::Tensor spikes =
+          functional::poisson_encode(x, idx, 0, net_.config().steps, input_encoder_).to(torch::kCPU);
+      b.spikes.push_back(recording::compact_spikes(spikes.reshape({spikes.size(0), spikes.size(1), -1})));
+      ++p;
     }
-    for (auto& blocks : trace_blocks_) {
-      b.traces.push_back(torch::cat(blocks, 0).permute({1, 0, 2}).contiguous());  // [T, B, n] -> [B, T, n]
-      blocks.clear();
+    std::vector<torch::Tensor> totals;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (; p < spike_blocks_.size(); ++p) {
+        b.spikes.push_back(merge(spike_blocks_[p]));
+        spike_blocks_[p].clear();
+      }
+      for (auto& blocks : trace_blocks_) {
+        b.traces.push_back(torch::cat(blocks, 0).permute({1, 0, 2}).contiguous());  // [T, B, n] -> [B, T, n]
+        blocks.clear();
+      }
+      for (auto& t : layer_totals_) {
+        totals.push_back(t);
+        t = torch::Tensor();
+      }
     }
-    if (!queue_.push(std::move(b))) rethrow_writer_error();
+    b.layer_spikes = torch::stack(totals, 1);  // [B, layers]
+    const int64_t bytes = batch_bytes(b);
+    total_bytes_ += bytes;
+    const int64_t held = queued_bytes_.fetch_add(bytes) + bytes;
+    int64_t peak = peak_bytes_.load();
+    while (held > peak && !peak_bytes_.compare_exchange_weak(peak, held)) {
+    }
+    if (!queue_.push(std::pair<recording::SampleBatch, int64_t>{std::move(b), bytes})) rethrow_writer_error();
   }
 
-  void finish(const std::vector<std::pair<std::string, std::string>>& final_meta) {
+  // Drains the queue and closes the file with `status` ("complete" or "aborted").
+  void finish(const std::string& status, const std::vector<std::pair<std::string, std::string>>& final_meta) {
     queue_.push(std::nullopt);  // the end marker: the writer drains the queue, then stops
     writer_.join();
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (writer_error_) std::rethrow_exception(writer_error_);
     }
-    file_->finish("complete", final_meta);
+    file_->finish(status, final_meta);
   }
+
+  const recording::RecordingFile& file() const { return *file_; }
 
  private:
   // Runs in the stage thread that produced the block; each layer belongs to
   // one stage, so its blocks arrive in time order.
   void observe(int64_t layer, const torch::Tensor& spikes, const torch::Tensor& v) {
     const int64_t sp = layer_of_spikes_[layer], tr = layer_of_trace_[layer];
+    const torch::Tensor flat = spikes.reshape({spikes.size(0), spikes.size(1), -1});
+    const torch::Tensor total = flat.sum(std::vector<int64_t>{0, 2}, false, torch::kDouble).cpu();  // [B]
     recording::SpikeEvents e;
-    if (sp >= 0) e = recording::compact_spikes(spikes.reshape({spikes.size(0), spikes.size(1), -1}), spike_ids_[sp]);
+    if (sp >= 0) e = recording::compact_spikes(flat, spike_ids_[sp]);
     torch::Tensor vs;
     if (tr >= 0) vs = v.reshape({v.size(0), v.size(1), -1}).index_select(2, trace_ids_[tr].to(v.device())).cpu();
     std::lock_guard<std::mutex> lock(mutex_);
+    layer_totals_[layer] = layer_totals_[layer].defined() ? layer_totals_[layer] + total : total;
     if (sp >= 0) spike_blocks_[sp].push_back({std::move(e), spikes.size(0)});
     if (tr >= 0) trace_blocks_[tr].push_back(vs);
   }
@@ -239,8 +311,9 @@ class BatchRecorder {
     try {
       while (auto item = queue_.pop()) {
         if (!item->has_value()) return;
-        file_->append(**item);
+        file_->append((*item)->first);
         file_->commit();
+        queued_bytes_ -= (*item)->second;
       }
     } catch (...) {
       {
@@ -285,13 +358,19 @@ class BatchRecorder {
 
   SpikingNetwork& net_;
   std::unique_ptr<recording::RecordingFile> file_;
+  recording::SampleRows prior_;
+  bool record_input_ = false;
+  PoissonEncoderOptions input_encoder_;
   std::vector<int64_t> layer_of_spikes_, layer_of_trace_;
   std::vector<torch::Tensor> spike_ids_, trace_ids_;
   std::mutex mutex_;
   std::vector<std::vector<Block>> spike_blocks_;
   std::vector<std::vector<torch::Tensor>> trace_blocks_;
+  std::vector<torch::Tensor> layer_totals_;  // per layer: [B] spikes of the current batch
+  std::atomic<int64_t> queued_bytes_{0}, peak_bytes_{0};
+  int64_t total_bytes_ = 0;
   static constexpr size_t kQueuedBatches = 4;
-  BoundedQueue<std::optional<recording::SampleBatch>> queue_{kQueuedBatches};
+  BoundedQueue<std::optional<std::pair<recording::SampleBatch, int64_t>>> queue_{kQueuedBatches};
   std::exception_ptr writer_error_;
   std::thread writer_;
 };
@@ -306,23 +385,53 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
   const auto t0 = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   std::unique_ptr<BatchRecorder> recorder = record ? std::make_unique<BatchRecorder>(net, *record) : nullptr;
+  if (recorder && record->on_open) record->on_open();
+  // A resumed recording's committed samples are read back, not simulated.
+  const int64_t first = recorder ? recorder->samples_committed_before() : 0;
+  if (first > n) {
+    throw Error("the recording to resume holds " + std::to_string(first) + " samples, more than the " +
+                std::to_string(n) + " this run simulates");
+  }
   ModelPipeline pipe = net.make_pipeline();
   for (const auto& layer : net.neuron_layers()) layer->set_count_spikes(true);
   std::vector<torch::Tensor> counts;
   torch::Tensor correct_by_step = torch::zeros({T}, torch::kLong);
-  for (const torch::Tensor& idx : epoch_batches(n, batch_size, false, 0, 0)) {
+  std::vector<double> prior_spikes(net.neuron_layers().size(), 0.0);
+  if (first > 0) {
+    const recording::SampleRows& p = recorder->prior();
+    const torch::Tensor y = data.labels.narrow(0, 0, first);
+    if (!p.labels.equal(y)) throw Error("the recording to resume was made on other samples (labels differ)");
+    counts.push_back(p.output_counts.to(torch::kFloat));
+    correct_by_step += p.prediction_by_step.eq(y.unsqueeze(1)).sum(0);
+    const torch::Tensor per_layer = p.layer_spikes.sum(0);
+    for (size_t i = 0; i < prior_spikes.size(); ++i) prior_spikes[i] = per_layer[i].item<double>();
+  }
+  for (int64_t start = first; start < n; start += batch_size) {
+    const torch::Tensor idx = torch::arange(start, std::min(start + batch_size, n), torch::kLong);
     const torch::Tensor x = net.prepare_input(data.images.index_select(0, idx));
     const torch::Tensor y = data.labels.index_select(0, idx);
     const torch::Tensor per_step = pipe.constant_forward(x, T, false, idx).to(torch::kCPU);  // [T, B, C]
     // Counts up to each step in time order: exact integers in float32.
-    const torch::Tensor cumulative = per_step.cumsum(0);
-    correct_by_step += cumulative.argmax(2).eq(y.unsqueeze(0)).sum(1);
-    counts.push_back(cumulative[T - 1]);
     // torch::argmax returns the first maximal index: ties go to the lowest class.
-    if (recorder) recorder->write_batch(y, counts.back(), counts.back().argmax(1));
+    const torch::Tensor cumulative = per_step.cumsum(0);
+    const torch::Tensor by_step = cumulative.argmax(2);  // [T, B]
+    correct_by_step += by_step.eq(y.unsqueeze(0)).sum(1);
+    counts.push_back(cumulative[T - 1]);
+    if (recorder) {
+      recorder->write_batch(x, idx, y, counts.back(), by_step[T - 1], by_step.t().contiguous());
+      if (record->stop_requested && record->stop_requested() && start + batch_size < n) {
+        const int64_t done = std::min(start + batch_size, n);
+        recorder->finish("aborted", {});
+        throw Interrupted("interrupted: stopped after " + std::to_string(done) + " of " + std::to_string(n) +
+                          " samples; the recording '" + recorder->file().partial_path() +
+                          "' holds them all (status aborted): continue it with --resume, or make it a normal "
+                          "file with 'snnsim recover'");
+      }
+    }
   }
   EvalResult r;
   r.samples = n;
+  r.resumed_at = first;
   r.counts = torch::cat(counts);
   r.labels = data.labels.narrow(0, 0, n);
   r.predictions = r.counts.argmax(1);
@@ -333,12 +442,14 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
   const auto& layers = net.config().layers;
   for (size_t i = 0; i < net.neuron_layers().size(); ++i) {
     const double slots = static_cast<double>(n) * static_cast<double>(T) * static_cast<double>(layers[i + 1]);
-    r.firing_rate.push_back(net.neuron_layers()[i]->spikes_counted() / slots);
+    r.firing_rate.push_back((prior_spikes[i] + net.neuron_layers()[i]->spikes_counted()) / slots);
     net.neuron_layers()[i]->set_count_spikes(false);
   }
   if (recorder) {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    recorder->finish({{"wall_time_s", std::to_string(wall)}, {"accuracy", std::to_string(r.accuracy)}});
+    recorder->finish("complete", {{"wall_time_s", std::to_string(wall)}, {"accuracy", std::to_string(r.accuracy)}});
+    r.record_peak_bytes = recorder->peak_bytes();
+    r.record_total_bytes = recorder->total_bytes();
   }
   return r;
 }

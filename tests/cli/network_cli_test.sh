@@ -47,15 +47,30 @@ PY
 # Recording: spikes and potentials stream to HDF5; they agree with the run's
 # own counts and firing rates, and do not depend on partition, batch, K or threads.
 "$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec.h5" --record hidden,output \
-  --record-v hidden:0,5,40-42 >"$tmp/rec.out" 2>&1 || fail "recording run failed: $(cat "$tmp/rec.out")"
+  --record-v hidden:0,5,40-42 --record-input >"$tmp/rec.out" 2>&1 || fail "recording run failed: $(cat "$tmp/rec.out")"
+grep -q "^recording estimate (before compression" "$tmp/rec.out" && ok || fail "no recording estimate: $(cat "$tmp/rec.out")"
 [[ -f "$tmp/rec.h5" && ! -e "$tmp/rec.h5.partial" ]] && ok || fail "no recording, or a .partial left"
 "$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec2.h5" --record hidden,output \
-  --record-v hidden:0,5,40-42 --devices cpu,cpu --batch-size 7 --steps-per-tick 1 --threads 2 >/dev/null 2>&1 ||
-  fail "second recording run failed"
-"$python" - "$tmp/rec.h5" "$tmp/rec2.h5" "$tmp/run.json" <<'PY' && ok || fail "recording inconsistent"
+  --record-v hidden:0,5,40-42 --record-input --devices cpu,cpu --batch-size 7 --steps-per-tick 1 --threads 2 \
+  >/dev/null 2>&1 || fail "second recording run failed"
+"$python" - "$tmp/rec.h5" "$tmp/rec2.h5" "$tmp/run.json" "$fixture/t10k-images-idx3-ubyte" <<'PY' && ok || fail "recording inconsistent"
 import json, sys, h5py, numpy as np
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
 run = json.load(open(sys.argv[3]))
+images = np.fromfile(sys.argv[4], np.uint8)[16:].reshape(-1, 784)[:100] / 255.0
+# Input spikes: the encoder's Poisson trains, p = intensity per step.
+ptr, ids = a["samples/spike_ptr/input"][:], a["spikes/input/node_ids"][:].astype(int)
+for s in range(100):
+    assert (images[s][ids[ptr[s]:ptr[s + 1]]] > 0).all(), s  # a black pixel never spikes
+expected = images.sum() * 4
+assert abs(len(ids) - expected) < 5 * np.sqrt(expected), (len(ids), expected)
+# Per-sample rows that every recording has: spikes per layer, prediction after each step.
+ls = a["samples/layer_spikes"][:]
+for i, pop in enumerate(["hidden", "output"]):
+    assert (np.diff(a["samples/spike_ptr"][pop][:]) == ls[:, i]).all(), pop
+pbs = a["samples/prediction_by_step"][:]
+assert (pbs[:, -1] == a["samples/predicted"][:]).all()
+assert list((pbs == a["samples/label"][:][:, None]).mean(0)) == run["accuracy_by_step"]
 assert a["meta/status"][()].rstrip(b"\0") == b"complete" and int(a["meta/samples_committed"][()]) == 100
 ptr, ids, counts = a["samples/spike_ptr/output"][:], a["spikes/output/node_ids"][:], a["samples/output_counts"][:]
 for s in range(100):

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,14 +30,21 @@ RecordingLayout small_layout() {
   return L;
 }
 
-// Writes two batches of random spikes and returns what h5py must read back.
-nlohmann::json write_two_batches(RecordingFile& file) {
-  const RecordingLayout L = small_layout();
+// Random batches of the given sizes (the same seed: a prefix of sizes gives
+// the same first batches) and what h5py must read back once all are written.
+struct Batches {
+  std::vector<SampleBatch> batches;
   nlohmann::json want;
+};
+
+Batches make_batches(const std::vector<int64_t>& sizes) {
+  const RecordingLayout L = small_layout();
+  Batches out;
+  nlohmann::json& want = out.want;
   torch::manual_seed(7);
   int64_t first = 0;
   std::vector<uint64_t> ptr_h{0}, ptr_o{0};
-  for (int64_t B : {3, 2}) {
+  for (int64_t B : sizes) {
     SampleBatch b;
     const torch::Tensor hidden = torch::rand({L.steps, B, 6}) < 0.3;   // [T, B, N] as the pipeline produces
     const torch::Tensor output = torch::rand({L.steps, B, 3}) < 0.5;
@@ -45,7 +53,6 @@ nlohmann::json write_two_batches(RecordingFile& file) {
     b.predicted = b.output_counts.argmax(1);
     b.labels = torch::arange(B, torch::kLong).remainder(3);
     b.traces = {torch::randn({B, L.steps, 2})};
-    file.append(b);
     for (auto [name, spikes, ptr] : {std::tuple{"hidden", hidden, &ptr_h}, std::tuple{"output", output, &ptr_o}}) {
       const torch::Tensor nz = spikes.permute({1, 0, 2}).nonzero();  // b, t, n in file order
       for (int64_t i = 0; i < nz.size(0); ++i) {
@@ -69,14 +76,50 @@ nlohmann::json write_two_batches(RecordingFile& file) {
       }
     }
     first += B;
-    file.commit();
+    out.batches.push_back(std::move(b));
   }
   want["spikes"]["hidden"]["ptr"] = ptr_h;
   want["spikes"]["output"]["ptr"] = ptr_o;
   want["traces"]["hidden"]["node_ids"] = {0, 2};
   want["traces"]["hidden"]["time"] = {0.0, static_cast<double>(first * L.steps) * L.dt_ms, L.dt_ms};
   want["samples"] = first;
-  return want;
+  return out;
+}
+
+// Appends and commits each batch.
+void write_all(RecordingFile& file, const std::vector<SampleBatch>& batches) {
+  for (const auto& b : batches) {
+    file.append(b);
+    file.commit();
+  }
+}
+
+nlohmann::json write_two_batches(RecordingFile& file) {
+  Batches b = make_batches({3, 2});
+  write_all(file, b.batches);
+  return b.want;
+}
+
+// A writer killed mid-run, in a child process: it commits `batches`, appends
+// `uncommitted` without a commit, and dies without closing anything (as
+// SIGKILL leaves it: no destructor, no flush).
+void killed_writer(const std::string& path, const std::vector<SampleBatch>& batches, const SampleBatch& uncommitted) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(60);
+    try {
+      auto* file = new RecordingFile(path, small_layout(), {{"config", "c"}});  // never destroyed
+      write_all(*file, batches);
+      file->append(uncommitted);
+    } catch (...) {
+      ::_exit(3);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
 }
 
 void expect_h5py_reads(const std::string& path, nlohmann::json want) {
@@ -136,6 +179,65 @@ TEST(RecordingFile, RejectsBadBatches) {
   b.traces = {torch::zeros({2, 3, 2})};  // 3 steps, T is 4
   EXPECT_THROW(file.append(b), c10::Error);
   file.finish("aborted");
+  std::remove((path + ".partial").c_str());
+}
+
+TEST(RecordingFile, RecoverKeepsEveryCommittedSampleOfAKilledWriter) {
+  const std::string path = temp_path("killed.h5");
+  const Batches all = make_batches({3, 2, 4});
+  killed_writer(path, {all.batches[0], all.batches[1]}, all.batches[2]);
+  ASSERT_TRUE(exists(path + ".partial"));
+  EXPECT_FALSE(exists(path));
+  const Recovered r = recover(path + ".partial");
+  EXPECT_EQ(r.path, path);
+  EXPECT_EQ(r.samples, 5);
+  EXPECT_EQ(r.previous_status, "running");
+  EXPECT_FALSE(exists(path + ".partial"));
+  nlohmann::json want = make_batches({3, 2}).want;  // the uncommitted third batch is gone
+  want["status"] = "recovered";
+  want["meta"] = {{"config", "c"}, {"recovered_from_status", "running"}};
+  expect_h5py_reads(path, want);
+  EXPECT_THROW(recover(path), Error);                     // already a normal file
+  EXPECT_THROW(recover(temp_path("no-such.h5")), Error);  // nothing there
+  std::remove(path.c_str());
+}
+
+TEST(RecordingFile, ResumeContinuesAKilledRecordingAsIfNeverInterrupted) {
+  const std::string path = temp_path("resumed.h5");
+  const Batches all = make_batches({3, 2, 4});
+  killed_writer(path, {all.batches[0], all.batches[1]}, all.batches[2]);
+  {
+    RecordingFile file = RecordingFile::resume(path, small_layout());
+    EXPECT_EQ(file.samples_committed(), 5);
+    EXPECT_EQ(file.meta_attribute("config"), "c");
+    const SampleRows rows = file.read_rows();
+    EXPECT_TRUE(rows.labels.equal(torch::cat({all.batches[0].labels, all.batches[1].labels})));
+    EXPECT_TRUE(rows.output_counts.equal(
+        torch::cat({all.batches[0].output_counts, all.batches[1].output_counts}).to(torch::kLong)));
+    write_all(file, {all.batches[2]});
+    file.finish("complete");
+  }
+  nlohmann::json want = all.want;  // equal to writing the three batches at once
+  want["status"] = "complete";
+  want["meta"] = {{"config", "c"}};
+  expect_h5py_reads(path, want);
+  EXPECT_THROW(RecordingFile::resume(path, small_layout()), Error);  // complete: nothing to resume
+  std::remove(path.c_str());
+}
+
+TEST(RecordingFile, ResumeRefusesAnotherLayout) {
+  const std::string path = temp_path("other.h5");
+  { RecordingFile file(path, small_layout(), {}); }  // aborted, nothing committed
+  RecordingLayout steps = small_layout();
+  steps.steps = 5;
+  EXPECT_THROW(RecordingFile::resume(path, steps), Error);
+  RecordingLayout ids = small_layout();
+  ids.traces[0].node_ids = {0, 3};
+  EXPECT_THROW(RecordingFile::resume(path, ids), Error);
+  RecordingLayout pops = small_layout();
+  pops.spikes.pop_back();
+  EXPECT_THROW(RecordingFile::resume(path, pops), Error);
+  { RecordingFile file = RecordingFile::resume(path, small_layout()); }  // the right layout opens
   std::remove((path + ".partial").c_str());
 }
 

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 
 #include "snn/core/error.h"
@@ -87,6 +89,29 @@ TEST(Simulation, PredictionsTakeTheMostSpikesAndTiesGoToTheLowestClass) {
   }
   EXPECT_NEAR(r.accuracy, r.predictions.eq(r.labels).sum().item<double>() / 40.0, 1e-12);
   EXPECT_EQ(r.accuracy_by_step.back(), r.accuracy);
+}
+
+// The recorder streams: however long the run, it holds at most the
+// writer's queue (4 batches) plus the batch being handed over.
+TEST(Recording, BuffersStayWithinAFixedNumberOfBatchesWhateverTheRunLength) {
+  const ImageDataset data = load_image_dataset(kFixture);
+  SpikingNetwork net(small_config());
+  LabeledImages many;  // the 100 test digits 8 times: 80 batches of 10
+  many.images = torch::cat(std::vector<torch::Tensor>(8, data.test.images));
+  many.labels = torch::cat(std::vector<torch::Tensor>(8, data.test.labels));
+  RecordRequest rec;
+  rec.path = "/tmp/snn_network_test_" + std::to_string(::getpid()) + ".h5";
+  rec.spikes = {{0, {}}, {1, {}}, {2, {}}};
+  rec.traces = {{0, {1, 2, 3}}};
+  rec.record_input = true;
+  const int64_t batch = 10;
+  const EvalResult r = evaluate(net, many, batch, -1, &rec);
+  std::remove(rec.path.c_str());
+  ASSERT_EQ(r.samples, 800);
+  const double per_batch = static_cast<double>(r.record_total_bytes) / 80.0;
+  ASSERT_GT(per_batch, 0);
+  EXPECT_LE(static_cast<double>(r.record_peak_bytes), 1.5 * 5 * per_batch);  // 1.5: batches differ in spikes
+  EXPECT_LT(r.record_peak_bytes, r.record_total_bytes / 10);
 }
 
 TEST(Training, SameSeedGivesIdenticalParametersAndLearningLowersTheLoss) {

@@ -17,6 +17,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
+/// The run stopped on request (SIGINT, SIGTERM) after committing what it had
+/// done; the message says what was kept and how to continue.
+class Interrupted : public Error {
+ public:
+  explicit Interrupted(const std::string& what) : Error(what) {}
+};
+
 /// A broken internal invariant: a bug in snnsim, never the user's fault.
 class InternalError : public std::logic_error {
  public:

@@ -10,7 +10,10 @@
 ///   opens (SWMR read, or after `h5clear -s`) with everything up to the last
 ///   commit();
 /// - readers trust /meta/samples_committed: commit() writes it after the
-///   samples' rows and spikes, then flushes.
+///   samples' rows and spikes, then flushes;
+/// - an unfinished file (killed, interrupted) is repaired by recover() or
+///   continued by RecordingFile::resume(): both first drop whatever follows
+///   the last commit.
 ///
 /// Calls must come from one thread (the recorder's writer thread): the HDF5
 /// library is not reentrant.
@@ -51,6 +54,17 @@ struct RecordingLayout {
   int64_t classes = 10;  ///< width of /samples/output_counts
   int64_t steps = 8;     ///< T, steps per sample (each sample covers T * dt ms)
   double dt_ms = 1.0;    ///< duration of a step in ms (the timestamps' unit); default 1
+  /// Neuron layers counted in /samples/layer_spikes (each sample's spikes per
+  /// layer, recorded or not); 0 (default) = no such dataset.
+  int64_t layers = 0;
+  /// Write /samples/prediction_by_step [samples, T] (the class predicted from
+  /// the output counts up to each step). Default false.
+  bool prediction_by_step = false;
+  /// Shuffle + deflate the spike and report datasets too (/samples always
+  /// is): 10-30x smaller, but only readers whose HDF5 has zlib open them,
+  /// which excludes libsonata's PyPI wheels. Default false: timestamps and
+  /// potentials unfiltered, node ids packed by HDF5's own scale-offset filter.
+  bool deflate_spikes = false;
 };
 
 /// Consecutive samples handed to the file in one call (typically a batch).
@@ -61,6 +75,17 @@ struct SampleBatch {
   std::vector<SpikeEvents> spikes;          ///< per layout.spikes entry: events over the samples'
                                             ///< T steps, sample-major (step 0..T-1 within its sample)
   std::vector<torch::Tensor> traces;        ///< per layout.traces entry: float [B, T, recorded neurons]
+  torch::Tensor layer_spikes;               ///< [B, layout.layers] whole numbers (when layout.layers > 0)
+  torch::Tensor prediction_by_step;         ///< int64 [B, T] (when layout.prediction_by_step)
+};
+
+/// The committed samples' rows, read back (e.g. for a resumed run's totals).
+struct SampleRows {
+  torch::Tensor labels;              ///< int64 [n]
+  torch::Tensor predicted;           ///< int64 [n]
+  torch::Tensor output_counts;       ///< int64 [n, classes]
+  torch::Tensor layer_spikes;        ///< int64 [n, layers]; undefined when the layout has none
+  torch::Tensor prediction_by_step;  ///< int64 [n, T]; undefined when the layout has none
 };
 
 /// The HDF5 library's version, e.g. "1.10.8" (for provenance).
@@ -79,6 +104,16 @@ class RecordingFile {
   ~RecordingFile();
   RecordingFile(const RecordingFile&) = delete;
   RecordingFile& operator=(const RecordingFile&) = delete;
+  RecordingFile(RecordingFile&&) noexcept;
+  RecordingFile& operator=(RecordingFile&&) noexcept;
+
+  /// Reopens an unfinished recording to continue it: `path`.partial (left by
+  /// a killed, interrupted or failed run), or `path` itself when recover()
+  /// made it. Drops whatever follows the last commit; the next append()
+  /// continues at sample samples_committed(). The file must have been
+  /// written with `layout` (populations, ids, T, dt, classes); throws
+  /// snn::Error naming the difference, or when the file is complete.
+  static RecordingFile resume(std::string path, RecordingLayout layout);
 
   /// Appends the samples' rows, spikes and traces (not yet committed).
   void append(const SampleBatch& batch);
@@ -91,14 +126,40 @@ class RecordingFile {
   void finish(const std::string& status = "complete",
               const std::vector<std::pair<std::string, std::string>>& final_meta = {});
 
+  /// The committed samples' rows (all of them: meant for resumed runs).
+  SampleRows read_rows() const;
+  /// A string attribute of /meta, e.g. "config"; "" when absent.
+  std::string meta_attribute(const std::string& key) const;
+
   int64_t samples_appended() const;
   int64_t samples_committed() const;
   const std::string& path() const;
   std::string partial_path() const;
 
  private:
+  RecordingFile();
   struct State;
   std::unique_ptr<State> s_;
 };
+
+/// A string attribute of /meta of the recording at `path` (its unfinished
+/// `path`.partial when that exists; opened for SWMR reading, so a killed
+/// run's file is fine); "" when absent. Throws snn::Error when neither file
+/// is a recording.
+std::string read_meta_attribute(const std::string& path, const std::string& key);
+
+/// What recover() did.
+struct Recovered {
+  std::string path;             ///< the repaired file
+  int64_t samples = 0;          ///< samples it holds (those committed before the run stopped)
+  std::string previous_status;  ///< "running" (killed) or "aborted" (interrupted, failed)
+};
+
+/// Turns an unfinished recording (`path`.partial; `path` may name either)
+/// into a normal file at `path` truncated to its last committed sample,
+/// with status "recovered". Refuses to replace an existing `path` unless
+/// `overwrite`. Throws snn::Error saying what is wrong (no such file, a
+/// complete file, not a recording, damaged beyond the last commit).
+Recovered recover(const std::string& path, bool overwrite = false);
 
 }  // namespace snn::recording

@@ -97,6 +97,11 @@ struct EvalResult {
   torch::Tensor counts;                   ///< [samples, classes] output spike counts
   torch::Tensor predictions;              ///< [samples] int64
   torch::Tensor labels;                   ///< [samples] int64
+  int64_t resumed_at = 0;                 ///< samples taken from a resumed recording (not simulated again)
+  /// The most bytes of spikes, potentials and rows the recorder held at
+  /// once (queued and being assembled); 0 without a recording.
+  int64_t record_peak_bytes = 0;
+  int64_t record_total_bytes = 0;  ///< bytes of all batches handed to the recorder's writer
 };
 
 /// A recording of an evaluation to an HDF5 file (docs: the recording layout).
@@ -110,6 +115,18 @@ struct RecordRequest {
   /// Extra /meta attributes (provenance): key, value.
   std::vector<std::pair<std::string, std::string>> meta;
   double dt_ms = 1.0;      ///< duration of a step in the file's time axis
+  bool record_input = false;  ///< also record the encoder's spikes (population "input")
+  bool deflate_spikes = false;  ///< RecordingLayout::deflate_spikes
+  /// Continue the unfinished recording at `path` (RecordingFile::resume):
+  /// samples it committed are read back, not simulated again. Its /meta
+  /// "config" must equal this request's.
+  bool resume = false;
+  /// Asked after every batch; when it returns true the recording commits,
+  /// is marked aborted and evaluate throws snn::Interrupted (e.g. on SIGINT).
+  std::function<bool()> stop_requested;
+  /// Called once the file is open, before the first sample (e.g. to print
+  /// what will be recorded only once nothing can refuse the request).
+  std::function<void()> on_open;
 };
 
 /// The population name of neuron layer i in recordings: "output" for the
@@ -121,7 +138,10 @@ std::string population_name(const NetworkConfig& config, int64_t layer);
 /// class with the most output spikes; ties go to the lowest class index (so
 /// a sample with no output spike is predicted as class 0). With `record`,
 /// the chosen spikes and potentials stream to an HDF5 file as they are
-/// produced (compacted to events in the stage threads), one commit per batch.
+/// produced (compacted to events in the stage threads), one commit per batch;
+/// besides the chosen populations the file gets each sample's spike total
+/// per layer and its prediction after every step, so that a resumed
+/// recording's totals cover every sample.
 EvalResult evaluate(SpikingNetwork& network, const LabeledImages& data, int64_t batch_size, int64_t limit = -1,
                     const RecordRequest* record = nullptr);
 

@@ -48,7 +48,13 @@ inline void check(herr_t status, const std::string& what) {
   if (status < 0) throw Error(what);
 }
 
+// Attributes are written anew: an existing one of the same name is replaced.
+inline void remove_attribute(hid_t loc, const char* name) {
+  if (H5Aexists(loc, name) > 0) check(H5Adelete(loc, name), std::string("HDF5: cannot replace attribute ") + name);
+}
+
 inline void write_string_attribute(hid_t loc, const char* name, const std::string& value) {
+  remove_attribute(loc, name);
   Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
   check(H5Tset_size(type.get(), value.size() + 1), "HDF5: cannot size a string attribute");
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
@@ -58,10 +64,51 @@ inline void write_string_attribute(hid_t loc, const char* name, const std::strin
 }
 
 inline void write_int_attribute(hid_t loc, const char* name, int64_t value) {
+  remove_attribute(loc, name);
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle attr(H5Acreate2(loc, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name);
   check(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value), std::string("HDF5: cannot write attribute ") + name);
+}
+
+inline void write_double_attribute(hid_t loc, const char* name, double value) {
+  remove_attribute(loc, name);
+  Handle space(H5Screate(H5S_SCALAR), H5Sclose);
+  Handle attr(H5Acreate2(loc, name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name);
+  check(H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value), std::string("HDF5: cannot write attribute ") + name);
+}
+
+// Readers: `where` names the file for the error message, e.g. "checkpoint 'a.h5'".
+inline int64_t read_int_attribute(hid_t loc, const char* name, const std::string& where) {
+  Handle attr(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok()) throw Error(where + " has no attribute '" + name + "'");
+  int64_t value = 0;
+  check(H5Aread(attr.get(), H5T_NATIVE_INT64, &value), where + ": cannot read attribute " + name);
+  return value;
+}
+
+inline double read_double_attribute(hid_t loc, const char* name, const std::string& where) {
+  Handle attr(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok()) throw Error(where + " has no attribute '" + name + "'");
+  double value = 0;
+  check(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value), where + ": cannot read attribute " + name);
+  return value;
+}
+
+inline std::string read_string_attribute(hid_t loc, const char* name, const std::string& where) {
+  Handle attr(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
+  if (!attr.ok()) throw Error(where + " has no attribute '" + name + "'");
+  Handle type(H5Aget_type(attr.get()), H5Tclose);
+  if (H5Tget_class(type.get()) != H5T_STRING || H5Tis_variable_str(type.get()) > 0) {
+    throw Error(where + ": attribute '" + name + "' is not a fixed-length string");
+  }
+  const size_t size = H5Tget_size(type.get());
+  std::string buf(size + 1, '\0');
+  Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(mem.get(), size + 1);
+  check(H5Aread(attr.get(), mem.get(), buf.data()), where + ": cannot read attribute " + name);
+  return std::string(buf.c_str());
 }
 
 }  // namespace snn::hdf5
