@@ -61,6 +61,8 @@ def parse_args():
     p.add_argument("--repeats", type=int, default=3, help="timed runs per mode (default: %(default)s)")
     p.add_argument("--threads", type=int, default=1, help="snnsim --threads (default: %(default)s)")
     p.add_argument("--limit", type=int, help="simulate the first N test samples only (default: all)")
+    p.add_argument("--compress", action="store_true",
+                   help="record with snnsim's --compress (deflate the spike datasets too)")
     p.add_argument("--json", help="write all numbers to this JSON file")
     args = p.parse_args()
     if args.repeats < 1:
@@ -103,6 +105,8 @@ def run_command(args, record_to=None, populations=()):
         cmd += ["--limit", str(args.limit)]
     if record_to:
         cmd += ["--output", record_to, "--overwrite", "--record", ",".join(populations)]
+        if args.compress:
+            cmd.append("--compress")
     return cmd
 
 

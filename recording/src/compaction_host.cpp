@@ -3,7 +3,6 @@
 // Torch-free, so that Thrust's headers and LibTorch's never meet.
 
 #include <thrust/copy.h>
-#include <thrust/count.h>
 #include <thrust/execution_policy.h>
 #include <thrust/iterator/counting_iterator.h>
 
@@ -12,22 +11,25 @@
 namespace snn::recording::detail {
 
 template <typename S>
-int64_t count_spikes_host(const S* spikes, SampleMajorOffset shape) {
-  const int64_t total = shape.steps * shape.batch * shape.neurons;
-  thrust::counting_iterator<int64_t> first(0);
-  return thrust::count_if(thrust::host, first, first + total, IsSpikeAt<S>{spikes, shape});
-}
+struct NonZero {
+  bool operator()(S v) const { return v != S(0); }
+};
 
 template <typename S>
-void compact_spikes_host(const S* spikes, SampleMajorOffset shape, int64_t* positions) {
-  const int64_t total = shape.steps * shape.batch * shape.neurons;
-  thrust::counting_iterator<int64_t> first(0);
-  thrust::copy_if(thrust::host, first, first + total, positions, IsSpikeAt<S>{spikes, shape});
+int64_t compact_spikes_host(const S* spikes, SampleMajorOffset shape, int64_t* positions) {
+  int64_t* out = positions;
+  for (int64_t b = 0; b < shape.batch; ++b) {
+    for (int64_t t = 0; t < shape.steps; ++t) {
+      const S* row = spikes + (t * shape.batch + b) * shape.neurons;
+      thrust::counting_iterator<int64_t> first((b * shape.steps + t) * shape.neurons);  // sample-major position
+      out = thrust::copy_if(thrust::host, first, first + shape.neurons, row, out, NonZero<S>{});
+    }
+  }
+  return out - positions;
 }
 
 #define SNN_INSTANTIATE(S)                                                    \
-  template int64_t count_spikes_host<S>(const S*, SampleMajorOffset);        \
-  template void compact_spikes_host<S>(const S*, SampleMajorOffset, int64_t*);
+  template int64_t compact_spikes_host<S>(const S*, SampleMajorOffset, int64_t*);
 SNN_INSTANTIATE(uint8_t)
 SNN_INSTANTIATE(float)
 SNN_INSTANTIATE(double)

@@ -29,10 +29,9 @@ torch::Tensor positions_of(const torch::Tensor& spikes, detail::SampleMajorOffse
     throw Error("spikes are on " + spikes.device().str() + " but this snnsim was built without CUDA");
 #endif
   }
-  const int64_t n = detail::count_spikes_host(p, shape);
-  torch::Tensor pos = torch::empty({n}, torch::kLong);
-  detail::compact_spikes_host(p, shape, pos.data_ptr<int64_t>());
-  return pos;
+  torch::Tensor pos = torch::empty({shape.steps * shape.batch * shape.neurons}, torch::kLong);
+  const int64_t n = detail::compact_spikes_host(p, shape, pos.data_ptr<int64_t>());
+  return pos.narrow(0, 0, n);
 }
 
 }  // namespace
@@ -68,13 +67,37 @@ SpikeEvents compact_spikes(const torch::Tensor& spikes_in, const torch::Tensor& 
     case torch::kDouble: pos = positions_of<double>(spikes, shape); break;
     default: throw Error(std::string("spikes must be bool, float32 or float64, got ") + c10::toString(spikes.scalar_type()));
   }
+  // Positions ascend, so one walk over them and the (sample, step) rows
+  // splits each into sample, step and neuron without a division.
+  const int64_t n = pos.numel();
   SpikeEvents e;
-  e.node = pos.remainder(shape.neurons);
-  const torch::Tensor bt = pos.div(shape.neurons, "floor");
-  e.step = bt.remainder(shape.steps);
-  e.sample = bt.div(shape.steps, "floor");
-  if (node_ids.defined()) e.node = node_ids.to(torch::kCPU, torch::kLong).index_select(0, e.node);
-  e.per_sample = torch::bincount(e.sample, {}, shape.batch);
+  e.sample = torch::empty({n}, torch::kLong);
+  e.step = torch::empty({n}, torch::kLong);
+  e.node = torch::empty({n}, torch::kLong);
+  e.per_sample = torch::zeros({shape.batch}, torch::kLong);
+  const int64_t* pp = pos.data_ptr<int64_t>();
+  int64_t *sp = e.sample.data_ptr<int64_t>(), *tp = e.step.data_ptr<int64_t>(), *np = e.node.data_ptr<int64_t>();
+  int64_t* count = e.per_sample.data_ptr<int64_t>();
+  const int64_t* ids = nullptr;
+  torch::Tensor ids_cpu;
+  if (node_ids.defined()) {
+    ids_cpu = node_ids.to(torch::kCPU, torch::kLong).contiguous();
+    ids = ids_cpu.data_ptr<int64_t>();
+  }
+  int64_t b = 0, t = 0, row_start = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    while (pp[i] >= row_start + shape.neurons) {
+      row_start += shape.neurons;
+      if (++t == shape.steps) {
+        t = 0;
+        ++b;
+      }
+    }
+    sp[i] = b;
+    tp[i] = t;
+    np[i] = ids ? ids[pp[i] - row_start] : pp[i] - row_start;
+    ++count[b];
+  }
   return e;
 }
 

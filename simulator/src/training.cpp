@@ -296,9 +296,12 @@ class BatchRecorder {
   void observe(int64_t layer, const torch::Tensor& spikes, const torch::Tensor& v) {
     const int64_t sp = layer_of_spikes_[layer], tr = layer_of_trace_[layer];
     const torch::Tensor flat = spikes.reshape({spikes.size(0), spikes.size(1), -1});
-    const torch::Tensor total = flat.sum(std::vector<int64_t>{0, 2}, false, torch::kDouble).cpu();  // [B]
     recording::SpikeEvents e;
     if (sp >= 0) e = recording::compact_spikes(flat, spike_ids_[sp]);
+    // Spikes per sample: the events count them when the whole layer is recorded.
+    const torch::Tensor total = (sp >= 0 && !spike_ids_[sp].defined())
+                                    ? e.per_sample.to(torch::kDouble)
+                                    : flat.sum(std::vector<int64_t>{0, 2}, false, torch::kDouble).cpu();  // [B]
     torch::Tensor vs;
     if (tr >= 0) vs = v.reshape({v.size(0), v.size(1), -1}).index_select(2, trace_ids_[tr].to(v.device())).cpu();
     std::lock_guard<std::mutex> lock(mutex_);
@@ -339,6 +342,7 @@ class BatchRecorder {
   // Blocks in time order, each sample-major: shift steps to the sample's
   // time axis, then a stable sort by sample gives (sample, step, id) order.
   static recording::SpikeEvents merge(const std::vector<Block>& blocks) {
+    if (blocks.size() == 1) return blocks[0].events;  // K = T: already in file order
     std::vector<torch::Tensor> sample, step, node;
     int64_t offset = 0;
     for (const auto& b : blocks) {

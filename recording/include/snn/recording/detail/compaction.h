@@ -35,13 +35,14 @@ struct IsSpikeAt {
   SNN_HOST_DEVICE bool operator()(int64_t i) const { return spikes[offset(i)] != S(0); }
 };
 
-/// CPU backend (thrust::host): the number of spikes in the block, then
-/// their sample-major positions written to `positions` (that many entries).
-/// Defined in compaction_host.cpp for S = uint8_t (bool), float, double.
+/// CPU backend (thrust::host): writes the sample-major positions of the
+/// block's spikes to `positions`, which has room for steps * batch * neurons
+/// entries, and returns how many it wrote. It compacts row by row (one
+/// (sample, step) row is N contiguous values), so no element costs a
+/// division. Defined in compaction_host.cpp for S = uint8_t (bool), float,
+/// double.
 template <typename S>
-int64_t count_spikes_host(const S* spikes, SampleMajorOffset shape);
-template <typename S>
-void compact_spikes_host(const S* spikes, SampleMajorOffset shape, int64_t* positions);
+int64_t compact_spikes_host(const S* spikes, SampleMajorOffset shape, int64_t* positions);
 
 /// CUDA backend: the number of spikes in the block, then their sample-major
 /// positions written to `positions` (device memory, that many entries), on
