@@ -10,6 +10,9 @@ namespace snn::app {
 
 using Run = std::function<void()>;
 
+/// The source tree's git commit at build time ("unknown" outside git).
+extern const char* const kGitCommit;
+
 /// `snnsim neuron`: one layer driven by an input-current CSV.
 Run add_neuron_command(CLI::App& app);
 /// `snnsim train`: surrogate-gradient training to an HDF5 checkpoint.

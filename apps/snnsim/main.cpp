@@ -1,5 +1,6 @@
 // snnsim: the command-line front end. Every error becomes one line on stderr
-// and a non-zero exit code: 2 for bad input (flags, files, values), 1 for
+// and a non-zero exit code: 2 for bad input (flags, files, values), 128 +
+// the signal for a recording stopped by SIGINT or SIGTERM, 1 for
 // anything else.
 
 #include <c10/util/Exception.h>
@@ -77,7 +78,8 @@ class TomlOrJsonConfig : public CLI::ConfigTOML {
 
 int main(int argc, char** argv) {
   CLI::App app{"snnsim: a spiking neural network simulator on LibTorch"};
-  app.set_version_flag("--version", std::string("snnsim ") + snn::kVersion + " (LibTorch " + snn::kTorchVersion +
+  app.set_version_flag("--version", std::string("snnsim ") + snn::kVersion + " (" + snn::app::kGitCommit +
+                                        ", LibTorch " + snn::kTorchVersion +
                                         (SNN_WITH_CUDA ? ", CUDA" : ", CPU only") + ")");
   app.require_subcommand(1);
   // Everything the flags say can come from a TOML or JSON file, one [section] per

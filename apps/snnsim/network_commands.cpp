@@ -491,6 +491,7 @@ void run_run(const RunFlags& flags, const std::vector<std::string>& given) {
                    {"split", f.split},
                    {"seed", std::to_string(c.seed)},
                    {"snnsim_version", kVersion},
+                   {"git_commit", kGitCommit},
                    {"libtorch_version", kTorchVersion},
                    {"hdf5_version", recording::hdf5_version()},
                    {"devices", devices},
