@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
 
 namespace snn::app {
 
@@ -21,6 +22,11 @@ Run add_train_command(CLI::App& app);
 Run add_run_command(CLI::App& app);
 /// `snnsim recover`: repair an unfinished recording.
 Run add_recover_command(CLI::App& app);
+/// `snnsim analyze`: statistics of a recording.
+Run add_analyze_command(CLI::App& app);
+/// "500M"-style sizes for `flag`: bytes, or with a K, M, G or T suffix
+/// (powers of 1024); throws snn::Error naming the flag otherwise.
+double parse_bytes(const std::string& flag, const std::string& text);
 /// The signal (SIGINT, SIGTERM) that stopped a recording run; 0 if none.
 int stop_signal();
 

@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   runs.push_back(snn::app::add_train_command(app));
   runs.push_back(snn::app::add_run_command(app));
   runs.push_back(snn::app::add_recover_command(app));
+  runs.push_back(snn::app::add_analyze_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -310,30 +310,6 @@ RunFlags resumed_flags(const RunFlags& f, const std::vector<std::string>& given)
   return r;
 }
 
-// "500M"-style sizes: bytes, or with a K, M, G or T suffix (powers of 1024).
-double parse_bytes(const std::string& text) {
-  std::size_t used = 0;
-  double v = -1;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  std::string suffix = text.substr(std::min(used, text.size()));
-  double unit = 1;
-  if (suffix.size() == 1) {
-    const auto pos = std::string("KMGT").find(static_cast<char>(std::toupper(suffix[0])));
-    if (pos != std::string::npos) {
-      unit = std::pow(1024.0, static_cast<double>(pos + 1));
-      suffix.clear();
-    }
-  }
-  if (used == 0 || !suffix.empty() || !(v > 0)) {
-    throw Error("--max-record-bytes: expected a positive size like 500M or 2G, got '" + text + "'");
-  }
-  return v * unit;
-}
-
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;
@@ -500,7 +476,7 @@ void run_run(const RunFlags& flags, const std::vector<std::string>& given) {
     if (!record.resume) {
       const int64_t samples = f.limit < 0 ? split.size() : std::min(f.limit, split.size());
       const std::string estimate = check_record_budget(
-          net, split, f, record, samples, f.max_record_bytes.empty() ? 0 : parse_bytes(f.max_record_bytes));
+          net, split, f, record, samples, f.max_record_bytes.empty() ? 0 : parse_bytes("--max-record-bytes", f.max_record_bytes));
       record.on_open = [estimate] { std::cout << estimate << "\n"; };
     }
     catch_stop_signals();
@@ -547,6 +523,30 @@ void run_run(const RunFlags& flags, const std::vector<std::string>& given) {
 }
 
 }  // namespace
+
+// "500M"-style sizes: bytes, or with a K, M, G or T suffix (powers of 1024).
+double parse_bytes(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  double v = -1;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  std::string suffix = text.substr(std::min(used, text.size()));
+  double unit = 1;
+  if (suffix.size() == 1) {
+    const auto pos = std::string("KMGT").find(static_cast<char>(std::toupper(suffix[0])));
+    if (pos != std::string::npos) {
+      unit = std::pow(1024.0, static_cast<double>(pos + 1));
+      suffix.clear();
+    }
+  }
+  if (used == 0 || !suffix.empty() || !(v > 0)) {
+    throw Error(flag + ": expected a positive size like 500M or 2G, got '" + text + "'");
+  }
+  return v * unit;
+}
 
 int stop_signal() { return g_stop_signal.load(); }
 

@@ -15,6 +15,7 @@ namespace {
 
 using hdf5::check;
 using hdf5::Handle;
+using hdf5::members;
 
 constexpr hsize_t kSpikeChunk = 65536;  // elements per chunk of the spike datasets
 constexpr hsize_t kRowChunk = 1024;     // rows per chunk of the per-sample datasets
@@ -202,21 +203,6 @@ Handle open_group(hid_t parent, const std::string& name, const std::string& wher
   Handle g(H5Gopen2(parent, name.c_str(), H5P_DEFAULT), H5Gclose);
   if (!g.ok()) throw Error(where + " has no group '" + name + "'");
   return g;
-}
-
-// The names of a group's members, in name order.
-std::vector<std::string> members(hid_t group) {
-  H5G_info_t info{};
-  check(H5Gget_info(group, &info), "recording: cannot list a group");
-  std::vector<std::string> out;
-  for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t n = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    std::string name(static_cast<size_t>(std::max<ssize_t>(n, 0)) + 1, '\0');
-    H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
-    name.resize(static_cast<size_t>(std::max<ssize_t>(n, 0)));
-    out.push_back(name);
-  }
-  return out;
 }
 
 // Row i of a one-dimensional uint64 dataset.

@@ -89,6 +89,23 @@ assert da.keys() == db.keys()
 for k in da:
     assert np.array_equal(da[k], db[k]), k
 PY
+# snnsim analyze reads the recording chunk by chunk (a tiny budget here) and
+# agrees with the run's own figures.
+"$snnsim" analyze "$tmp/rec.h5" --json "$tmp/analysis.json" --chunk-bytes 1K >"$tmp/analyze.out" 2>&1 ||
+  fail "analyze failed: $(cat "$tmp/analyze.out")"
+"$python" - "$tmp/analysis.json" "$tmp/run.json" <<'PY' && ok || fail "analyze disagrees with the run"
+import json, sys
+a, run = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a["samples"] == 100 and a["accuracy"] == run["accuracy"] and a["accuracy_by_step"] == run["accuracy_by_step"]
+pops = {p["name"]: p for p in a["populations"]}
+assert sorted(pops) == ["hidden", "input", "output"], sorted(pops)
+assert abs(pops["hidden"]["spikes_per_step"] - run["firing_rate"][0]) < 1e-12
+assert abs(pops["output"]["spikes_per_step"] - run["firing_rate"][1]) < 1e-12
+assert sum(map(sum, a["confusion"])) == 100 and len(pops["hidden"]["psth_hz"]) == 4
+assert sum(pops["hidden"]["neuron_spikes"]) == pops["hidden"]["spikes"]
+PY
+expect_error "analyze a checkpoint" "not an snnsim recording" analyze "$tmp/ck.h5"
+expect_error "analyze nothing" "no recording" analyze "$tmp/none.h5"
 expect_error "recording exists" "exists; pass --overwrite" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec.h5"
 "$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec.h5" --overwrite --limit 10 >/dev/null 2>&1 &&
   ok || fail "--overwrite did not replace the recording"

@@ -39,6 +39,7 @@ for round in 1 2 3 4 5; do
   what="killed after ${delay}s of ${seconds}s"
   k=$("$python" "$compare" prefix "$tmp/ref.h5" "$tmp/k.h5.partial" 2>"$tmp/cmp.err") && ok ||
     { fail "$what: the file does not hold the reference's committed samples: $(tail -1 "$tmp/cmp.err")"; continue; }
+  ((killed == 1)) && expect_error "analyze a killed run's file" "snnsim recover" analyze "$tmp/k.h5"
   if ((round % 2)); then
     "$snnsim" recover "$tmp/k.h5" >"$tmp/rec.out" 2>&1 && grep -q "recovered '.*': $k committed samples" "$tmp/rec.out" &&
       ok || fail "$what: recover: $(cat "$tmp/rec.out")"

@@ -5,8 +5,10 @@
 
 #include <hdf5.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "snn/core/error.h"
 
@@ -109,6 +111,37 @@ inline std::string read_string_attribute(hid_t loc, const char* name, const std:
   H5Tset_size(mem.get(), size + 1);
   check(H5Aread(attr.get(), mem.get(), buf.data()), where + ": cannot read attribute " + name);
   return std::string(buf.c_str());
+}
+
+// The names of a group's members, in name order.
+inline std::vector<std::string> members(hid_t group) {
+  H5G_info_t info{};
+  check(H5Gget_info(group, &info), "HDF5: cannot list a group");
+  std::vector<std::string> out;
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t n = H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    std::string name(static_cast<size_t>(std::max<ssize_t>(n, 0)) + 1, '\0');
+    H5Lget_name_by_idx(group, ".", H5_INDEX_NAME, H5_ITER_INC, i, name.data(), name.size(), H5P_DEFAULT);
+    name.resize(static_cast<size_t>(std::max<ssize_t>(n, 0)));
+    out.push_back(name);
+  }
+  return out;
+}
+
+// Rows [start, start + count) of a 1-D or 2-D dataset (rows of `width`
+// values; width 1 for 1-D), converted by HDF5 to `mem_type`, into `out`.
+template <typename T>
+void read_rows(hid_t ds, hid_t mem_type, hsize_t start, hsize_t count, hsize_t width, std::vector<T>& out,
+               const std::string& where) {
+  out.resize(static_cast<size_t>(count * width));
+  if (count == 0) return;
+  Handle file_space(H5Dget_space(ds), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(file_space.get());
+  hsize_t first[2] = {start, 0}, n[2] = {count, width};
+  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, first, nullptr, n, nullptr), where + ": bad rows");
+  Handle mem_space(H5Screate_simple(rank, n, nullptr), H5Sclose);
+  check(H5Dread(ds, mem_type, mem_space.get(), file_space.get(), H5P_DEFAULT, out.data()),
+        where + ": cannot read rows");
 }
 
 }  // namespace snn::hdf5

@@ -1,0 +1,79 @@
+#pragma once
+/// Statistics of a spike recording (docs/RECORDING.md), computed chunk by
+/// chunk so that files larger than memory are fine: firing rates per
+/// population and per neuron, inter-spike intervals, Fano factors, the
+/// PSTH, a synchrony measure, accuracy as a function of t and the
+/// confusion matrix. Torch-free: it reads HDF5 only.
+///
+/// Samples are separate trials: intervals and counts never span two
+/// samples, and a "bin" is one step of one sample.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace snn::analysis {
+
+/// How analyze_recording() reads the file.
+struct AnalysisOptions {
+  /// Most bytes of spike events held at once (16 per spike: timestamp and
+  /// id); a sample with more spikes is still read whole. Default 64 MiB.
+  int64_t chunk_bytes = int64_t{64} << 20;
+};
+
+/// One recorded population (a layer's recorded neurons).
+struct PopulationStats {
+  std::string name;
+  int64_t layer = 0;                   ///< 0 = input, 1 = first neuron layer, ...
+  std::vector<int64_t> node_ids;       ///< recorded neurons
+  int64_t spikes = 0;
+  double rate_hz = 0;                  ///< spikes / (samples * T * dt * recorded neurons), in Hz
+  double spikes_per_step = 0;          ///< the same per neuron and step (firing probability)
+  std::vector<int64_t> neuron_spikes;  ///< per recorded neuron
+  std::vector<double> neuron_rate_hz;  ///< per recorded neuron
+  int64_t silent_neurons = 0;          ///< neurons with no spike at all
+  /// Inter-spike intervals within a sample: isi_histogram[k] counts
+  /// intervals of k steps (k = 1 .. T - 1; entry 0 is always 0).
+  std::vector<int64_t> isi_histogram;
+  int64_t isi_count = 0;
+  double isi_mean_ms = 0;              ///< NaN without intervals
+  /// Coefficient of variation (std / mean, std with divisor n) of each
+  /// neuron's intervals, averaged over the cv_neurons neurons with >= 2
+  /// intervals; NaN when there are none.
+  double isi_cv = 0;
+  int64_t cv_neurons = 0;
+  /// Fano factor (variance with divisor n - 1, over mean) of each neuron's
+  /// per-sample spike counts, averaged over the fano_neurons neurons that
+  /// spiked; NaN with fewer than 2 samples or no spike.
+  double fano = 0;
+  int64_t fano_neurons = 0;
+  double population_fano = 0;          ///< the same for the population's per-sample totals
+  std::vector<double> psth_hz;         ///< [T]: mean rate per neuron at each step of a sample, in Hz
+  /// Golomb's synchrony chi: sqrt(var over bins of the population-mean
+  /// spike indicator / mean over neurons of each neuron's variance), from 0
+  /// (asynchronous, as N grows) to 1 (all neurons identical); NaN when no
+  /// neuron varies.
+  double synchrony = 0;
+};
+
+/// Everything analyze_recording() found.
+struct RecordingStats {
+  std::string path;
+  std::string status;                          ///< "complete" or "recovered"
+  int64_t samples = 0;
+  int64_t steps = 0;                           ///< T
+  double dt_ms = 1;
+  int64_t classes = 0;
+  std::vector<PopulationStats> populations;    ///< in name order
+  double accuracy = 0;                         ///< predicted == label
+  std::vector<double> accuracy_by_step;        ///< [T] (empty when the file lacks prediction_by_step)
+  std::vector<std::vector<int64_t>> confusion; ///< [label][predicted] sample counts
+  int64_t peak_chunk_bytes = 0;                ///< the most event bytes held at once
+};
+
+/// Reads the recording at `path` chunk by chunk. Throws snn::Error naming
+/// what is wrong: no such file, not an HDF5 file or not a recording, a run
+/// that did not finish (pointing to `snnsim recover`), inconsistent data.
+RecordingStats analyze_recording(const std::string& path, const AnalysisOptions& options = {});
+
+}  // namespace snn::analysis

@@ -1,0 +1,133 @@
+// `snnsim analyze RUN.h5`: statistics of a recording, a text summary on
+// stdout and everything (per-neuron values included) as JSON.
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "snn/analysis/analysis.h"
+#include "snn/core/error.h"
+
+namespace snn::app {
+namespace {
+
+// NaN (an undefined statistic) becomes JSON null.
+nlohmann::json number(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
+nlohmann::json numbers(const std::vector<double>& v) {
+  nlohmann::json out = nlohmann::json::array();
+  for (double x : v) out.push_back(number(x));
+  return out;
+}
+
+nlohmann::json to_json(const analysis::RecordingStats& r) {
+  nlohmann::json pops = nlohmann::json::array();
+  for (const auto& p : r.populations) {
+    pops.push_back({{"name", p.name},
+                    {"layer", p.layer},
+                    {"recorded_neurons", p.node_ids.size()},
+                    {"spikes", p.spikes},
+                    {"rate_hz", number(p.rate_hz)},
+                    {"spikes_per_step", number(p.spikes_per_step)},
+                    {"silent_neurons", p.silent_neurons},
+                    {"isi_count", p.isi_count},
+                    {"isi_mean_ms", number(p.isi_mean_ms)},
+                    {"isi_cv", number(p.isi_cv)},
+                    {"cv_neurons", p.cv_neurons},
+                    {"isi_histogram_steps", p.isi_histogram},
+                    {"fano", number(p.fano)},
+                    {"fano_neurons", p.fano_neurons},
+                    {"population_fano", number(p.population_fano)},
+                    {"synchrony_chi", number(p.synchrony)},
+                    {"psth_hz", numbers(p.psth_hz)},
+                    {"node_ids", p.node_ids},
+                    {"neuron_spikes", p.neuron_spikes},
+                    {"neuron_rate_hz", numbers(p.neuron_rate_hz)}});
+  }
+  return {{"path", r.path},
+          {"status", r.status},
+          {"samples", r.samples},
+          {"steps", r.steps},
+          {"dt_ms", r.dt_ms},
+          {"classes", r.classes},
+          {"accuracy", number(r.accuracy)},
+          {"accuracy_by_step", numbers(r.accuracy_by_step)},
+          {"confusion", r.confusion},
+          {"populations", pops},
+          {"definitions",
+           {{"bin", "one step of one sample; samples are separate trials"},
+            {"isi", "intervals between a neuron's consecutive spikes within a sample"},
+            {"isi_cv", "mean over neurons with >= 2 intervals of std/mean of their intervals (std divisor n)"},
+            {"fano", "mean over spiking neurons of var/mean of their per-sample counts (var divisor n - 1)"},
+            {"synchrony_chi", "Golomb's chi: sqrt(var of the population-mean indicator / mean neuron variance)"},
+            {"psth_hz", "mean rate per neuron at each step of a sample"}}}};
+}
+
+std::string fmt_number(double v, const char* spec = "{:.4g}") {
+  return std::isnan(v) ? std::string("n/a") : fmt::format(fmt::runtime(spec), v);
+}
+
+void print_summary(const analysis::RecordingStats& r) {
+  std::cout << fmt::format("recording {}: {} samples, T = {}, dt = {} ms, status {}\n", r.path, r.samples, r.steps,
+                           r.dt_ms, r.status);
+  std::cout << "accuracy " << fmt_number(r.accuracy);
+  if (!r.accuracy_by_step.empty()) {
+    std::cout << "; by step t:";
+    for (double a : r.accuracy_by_step) std::cout << " " << fmt_number(a, "{:.4f}");
+  }
+  std::cout << "\n";
+  for (const auto& p : r.populations) {
+    std::cout << fmt::format("population {} (layer {}, {} neurons recorded): {} spikes, {} Hz ({} per step), {} silent\n",
+                             p.name, p.layer, p.node_ids.size(), p.spikes, fmt_number(p.rate_hz),
+                             fmt_number(p.spikes_per_step), p.silent_neurons);
+    std::cout << fmt::format("  ISI: {} intervals, mean {} ms, CV {} ({} neurons); Fano {} ({} neurons), "
+                             "population Fano {}; synchrony chi {}\n",
+                             p.isi_count, fmt_number(p.isi_mean_ms), fmt_number(p.isi_cv), p.cv_neurons,
+                             fmt_number(p.fano), p.fano_neurons, fmt_number(p.population_fano),
+                             fmt_number(p.synchrony));
+    std::cout << "  PSTH (Hz by step):";
+    for (double v : p.psth_hz) std::cout << " " << fmt_number(v, "{:.1f}");
+    std::cout << "\n";
+  }
+  std::cout << "confusion matrix (rows: label, columns: predicted):\n";
+  for (size_t i = 0; i < r.confusion.size(); ++i) {
+    std::cout << fmt::format("  {:>2}:", i);
+    for (int64_t c : r.confusion[i]) std::cout << fmt::format(" {:>5}", c);
+    std::cout << "\n";
+  }
+}
+
+}  // namespace
+
+Run add_analyze_command(CLI::App& app) {
+  auto path = std::make_shared<std::string>();
+  auto json = std::make_shared<std::string>();
+  auto chunk = std::make_shared<std::string>("64M");
+  CLI::App* cmd = app.add_subcommand(
+      "analyze",
+      "Statistics of a recording, read chunk by chunk: firing rates per population and neuron, inter-spike "
+      "intervals, Fano factors, PSTH, synchrony, accuracy by step, confusion matrix");
+  cmd->add_option("FILE", *path, "A recording written by snnsim run --output")->required();
+  cmd->add_option("--json", *json, "Write every result (per-neuron values too) to this JSON file");
+  cmd->add_option("--chunk-bytes", *chunk, "Most spike data held in memory at once, e.g. 64M")->capture_default_str();
+  return [cmd, path, json, chunk] {
+    if (!cmd->parsed()) return;
+    analysis::AnalysisOptions o;
+    o.chunk_bytes = static_cast<int64_t>(parse_bytes("--chunk-bytes", *chunk));
+    const analysis::RecordingStats r = analysis::analyze_recording(*path, o);
+    print_summary(r);
+    if (!json->empty()) {
+      std::ofstream out(*json);
+      out << to_json(r).dump(2) << "\n";
+      if (!out) throw Error("cannot write '" + *json + "'");
+      std::cout << "results: " << *json << "\n";
+    }
+  };
+}
+
+}  // namespace snn::app
