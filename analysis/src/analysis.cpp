@@ -265,6 +265,38 @@ void analyze_population(hid_t f, const std::string& name, int64_t samples, int64
 
 }  // namespace
 
+SpikeTrains read_spikes(const std::string& path, const std::string& population, int64_t first, int64_t count) {
+  hdf5::QuietHdf5 quiet;
+  const std::string where = "recording '" + path + "'";
+  Handle f = open_recording(path);
+  if (H5Lexists(f.get(), "spikes", H5P_DEFAULT) <= 0 ||
+      H5Lexists(f.get(), ("spikes/" + population).c_str(), H5P_DEFAULT) <= 0) {
+    throw Error(where + " records no population '" + population + "'");
+  }
+  Handle meta(H5Gopen2(f.get(), "meta", H5P_DEFAULT), H5Gclose);
+  const int64_t steps = hdf5::read_int_attribute(meta.get(), "steps_per_sample", where);
+  const double dt = hdf5::read_double_attribute(meta.get(), "dt_ms", where);
+  Handle counter = open_dataset(f.get(), "meta/samples_committed", where);
+  uint64_t samples = 0;
+  check(H5Dread(counter.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &samples), where + ": no sample count");
+  if (first < 0 || first >= static_cast<int64_t>(samples)) {
+    throw Error(where + " has samples 0.." + std::to_string(static_cast<int64_t>(samples) - 1) + ", not " +
+                std::to_string(first));
+  }
+  count = std::min<int64_t>(count, static_cast<int64_t>(samples) - first);
+  Handle ptr = open_dataset(f.get(), "samples/spike_ptr/" + population, where);
+  std::vector<uint64_t> p;
+  hdf5::read_rows(ptr.get(), H5T_NATIVE_UINT64, static_cast<hsize_t>(first), static_cast<hsize_t>(count + 1), 1, p, where);
+  SpikeTrains out;
+  Handle ts = open_dataset(f.get(), "spikes/" + population + "/timestamps", where);
+  Handle ids = open_dataset(f.get(), "spikes/" + population + "/node_ids", where);
+  if (p.back() < p.front() || p.back() > shape_of(ts.get()).first) throw Error(where + ": spike_ptr is not a valid index");
+  hdf5::read_rows(ts.get(), H5T_NATIVE_DOUBLE, p.front(), p.back() - p.front(), 1, out.t_ms, where);
+  hdf5::read_rows(ids.get(), H5T_NATIVE_INT64, p.front(), p.back() - p.front(), 1, out.node_ids, where);
+  for (int64_t s = first; s <= first + count; ++s) out.sample_start_ms.push_back(static_cast<double>(s * steps) * dt);
+  return out;
+}
+
 RecordingStats analyze_recording(const std::string& path, const AnalysisOptions& options) {
   hdf5::QuietHdf5 quiet;
   if (options.chunk_bytes < 1) throw Error("the chunk budget must be positive, got " + std::to_string(options.chunk_bytes));

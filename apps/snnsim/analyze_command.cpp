@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
+#include "plots.h"
 #include "snn/analysis/analysis.h"
 #include "snn/core/error.h"
 
@@ -108,6 +109,9 @@ Run add_analyze_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<std::string>();
   auto chunk = std::make_shared<std::string>("64M");
+  auto plots = std::make_shared<std::string>();
+  auto plot = std::make_shared<PlotOptions>();
+  auto raster = std::make_shared<std::string>("0-4");
   CLI::App* cmd = app.add_subcommand(
       "analyze",
       "Statistics of a recording, read chunk by chunk: firing rates per population and neuron, inter-spike "
@@ -115,17 +119,39 @@ Run add_analyze_command(CLI::App& app) {
   cmd->add_option("FILE", *path, "A recording written by snnsim run --output")->required();
   cmd->add_option("--json", *json, "Write every result (per-neuron values too) to this JSON file");
   cmd->add_option("--chunk-bytes", *chunk, "Most spike data held in memory at once, e.g. 64M")->capture_default_str();
-  return [cmd, path, json, chunk] {
+  cmd->add_option("--plots", *plots,
+                  "Write plots into this folder: raster, firing-rate histograms, PSTH, accuracy by t, confusion matrix");
+  cmd->add_option("--plot-format", plot->format, "png or svg")->capture_default_str()->check(CLI::IsMember({"png", "svg"}));
+  cmd->add_option("--raster", *raster, "Samples in the raster plot, e.g. 0-4")->capture_default_str();
+  return [cmd, path, json, chunk, plots, plot, raster] {
     if (!cmd->parsed()) return;
     analysis::AnalysisOptions o;
     o.chunk_bytes = static_cast<int64_t>(parse_bytes("--chunk-bytes", *chunk));
+    // Every flag is checked before anything is printed.
+    PlotOptions po = *plot;
+    const auto dash = raster->find('-');
+    try {
+      po.raster_first = std::stoll(raster->substr(0, dash));
+      const int64_t last = dash == std::string::npos ? po.raster_first : std::stoll(raster->substr(dash + 1));
+      po.raster_count = last - po.raster_first + 1;
+      if (po.raster_first < 0 || po.raster_count < 1) throw std::invalid_argument("");
+    } catch (const std::exception&) {
+      throw Error("--raster: expected samples like 0-4, got '" + *raster + "'");
+    }
     const analysis::RecordingStats r = analysis::analyze_recording(*path, o);
+    if (!plots->empty() && po.raster_first >= r.samples) {
+      throw Error("--raster: the recording has samples 0.." + std::to_string(r.samples - 1) + ", not " +
+                  std::to_string(po.raster_first));
+    }
     print_summary(r);
     if (!json->empty()) {
       std::ofstream out(*json);
       out << to_json(r).dump(2) << "\n";
       if (!out) throw Error("cannot write '" + *json + "'");
       std::cout << "results: " << *json << "\n";
+    }
+    if (!plots->empty()) {
+      for (const auto& file : write_plots(*plots, r, po)) std::cout << "plot: " << file << "\n";
     }
   };
 }

@@ -10,6 +10,8 @@
 #include "snn/neurons/linear.h"
 #include "snn/neurons/surrogate.h"
 #include "snn/pipeline/model_pipeline.h"
+#include "snn/analysis/analysis.h"
 #include "snn/recording/events.h"
+#include "snn/recording/recording_file.h"
 #include "snn/simulator/csv.h"
 #include "snn/simulator/neuron_sim.h"

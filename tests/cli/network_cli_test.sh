@@ -104,6 +104,16 @@ assert abs(pops["output"]["spikes_per_step"] - run["firing_rate"][1]) < 1e-12
 assert sum(map(sum, a["confusion"])) == 100 and len(pops["hidden"]["psth_hz"]) == 4
 assert sum(pops["hidden"]["neuron_spikes"]) == pops["hidden"]["spikes"]
 PY
+# Plots (PLplot): five PNG files, and SVG on request.
+"$snnsim" analyze "$tmp/rec.h5" --plots "$tmp/plots" --raster 2-4 >"$tmp/plots.out" 2>&1 || fail "plots failed: $(cat "$tmp/plots.out")"
+for name in raster rates psth accuracy confusion; do
+  [[ $(head -c 4 "$tmp/plots/$name.png" 2>/dev/null | od -An -c | tr -d ' ') == '211PNG' && $(stat -c %s "$tmp/plots/$name.png") -gt 5000 ]] &&
+    ok || fail "no $name.png plot: $(cat "$tmp/plots.out")"
+done
+"$snnsim" analyze "$tmp/rec.h5" --plots "$tmp/svg" --plot-format svg >/dev/null 2>&1 && grep -q "<svg" "$tmp/svg/psth.svg" &&
+  ok || fail "no SVG plot"
+expect_error "bad raster range" "--raster: expected samples" analyze "$tmp/rec.h5" --plots "$tmp/plots" --raster 4-2
+expect_error "raster past the end" "has samples 0..99, not 100" analyze "$tmp/rec.h5" --plots "$tmp/plots" --raster 100-101
 expect_error "analyze a checkpoint" "not an snnsim recording" analyze "$tmp/ck.h5"
 expect_error "analyze nothing" "no recording" analyze "$tmp/none.h5"
 expect_error "recording exists" "exists; pass --overwrite" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec.h5"

@@ -58,7 +58,10 @@ for sig in INT:130 TERM:143; do
   rm -f "$tmp/s.h5" "$tmp/s.h5.partial"
   "$snnsim" "${run[@]}" --output "$tmp/s.h5" >/dev/null 2>"$tmp/s.err" &
   pid=$!
-  sleep "$("$python" -c "import sys; print(float(sys.argv[1]) / 2)" "$seconds")"
+  # Once the recording has started (timing alone is fragile when other tests
+  # share the machine), plus a moment so that a few batches are committed.
+  for _ in $(seq 200); do [[ -e "$tmp/s.h5.partial" ]] && break; sleep 0.1; done
+  sleep 0.3
   kill -"${sig%:*}" "$pid"
   wait "$pid"
   rc=$?

@@ -76,4 +76,15 @@ struct RecordingStats {
 /// that did not finish (pointing to `snnsim recover`), inconsistent data.
 RecordingStats analyze_recording(const std::string& path, const AnalysisOptions& options = {});
 
+/// Spikes of consecutive samples of one population (e.g. for a raster).
+struct SpikeTrains {
+  std::vector<double> t_ms;         ///< spike times on the file's time axis
+  std::vector<int64_t> node_ids;    ///< neuron of each spike
+  std::vector<double> sample_start_ms;  ///< start of each sample, then the end of the last
+};
+
+/// Reads samples [first, first + count) of `population` (count is clipped
+/// to the samples committed). Throws snn::Error as analyze_recording().
+SpikeTrains read_spikes(const std::string& path, const std::string& population, int64_t first, int64_t count);
+
 }  // namespace snn::analysis

@@ -1,0 +1,226 @@
+// The plots of `snnsim analyze --plots DIR`, drawn with PLplot (Debian's
+// libplplot-dev, cairo driver): a scientific plotting library with axes,
+// labels, histograms, images and legends, and PNG or SVG output through
+// cairo, callable from C++ without a Python runtime.
+
+#include "plots.h"
+
+#include <plplot/plplot.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <fmt/format.h>
+
+#include "snn/core/error.h"
+
+namespace snn::app {
+namespace {
+
+// cmap0 entries set by begin(): 0 background, 1 ink, 2.. line colours.
+constexpr PLINT kInk = 1;
+constexpr PLINT kFirstColour = 2;
+constexpr int kColours = 6;
+
+// One plot file: set up PLplot for it, then end() writes it.
+void begin(const std::string& path, const PlotOptions& o, int subpages = 1) {
+  // PLplot exits the process on a file it cannot open: check first.
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) throw Error("cannot write plot '" + path + "'");
+  std::fclose(f);
+  plsdev(o.format == "svg" ? "svgcairo" : "pngcairo");
+  plsfnam(path.c_str());
+  plspage(0, 0, 1000, 300 + 300 * subpages, 0, 0);
+  plscol0(0, 255, 255, 255);
+  plscol0(kInk, 0, 0, 0);
+  const int rgb[kColours][3] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40}, {148, 103, 189}, {140, 86, 75}};
+  for (int i = 0; i < kColours; ++i) plscol0(kFirstColour + i, rgb[i][0], rgb[i][1], rgb[i][2]);
+  plssub(1, subpages);
+  plinit();
+  plcol0(kInk);
+  plschr(0, 0.9);
+}
+
+void end() { plend(); }
+
+// Axes with a little room above ymax, on the next subpage (plenv advances).
+void axes(double xmin, double xmax, double ymin, double ymax) {
+  if (!(xmax > xmin)) xmax = xmin + 1;
+  if (!(ymax > ymin)) ymax = ymin + 1;
+  plcol0(kInk);
+  plenv(xmin, xmax, ymin, ymax + 0.05 * (ymax - ymin), 0, 0);
+}
+
+void legend(const std::vector<std::string>& names) {
+  std::vector<PLINT> opts(names.size(), PL_LEGEND_LINE), colours, styles(names.size(), 1);
+  std::vector<PLINT> text_colours(names.size(), kInk);
+  std::vector<PLFLT> widths(names.size(), 2.0);
+  std::vector<const char*> text;
+  for (size_t i = 0; i < names.size(); ++i) {
+    colours.push_back(kFirstColour + static_cast<PLINT>(i % kColours));
+    text.push_back(names[i].c_str());
+  }
+  PLFLT w = 0, h = 0;
+  pllegend(&w, &h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, PL_POSITION_RIGHT | PL_POSITION_TOP, 0.02, 0.02, 0.08,
+           0, kInk, 1, 0, 0, static_cast<PLINT>(names.size()), opts.data(), 1.0, 1.0, 2.0, 0.0, text_colours.data(),
+           text.data(), nullptr, nullptr, nullptr, nullptr, colours.data(), styles.data(), widths.data(), nullptr,
+           nullptr, nullptr, nullptr);
+}
+
+void line(const std::vector<double>& x, const std::vector<double>& y, PLINT colour) {
+  plcol0(colour);
+  plwidth(2.0);
+  plline(static_cast<PLINT>(x.size()), x.data(), y.data());
+  plwidth(1.0);
+  plcol0(kInk);
+}
+
+std::string join(const std::string& dir, const std::string& name, const PlotOptions& o) {
+  return dir + "/" + name + "." + o.format;
+}
+
+std::string raster(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
+  const std::string path = join(dir, "raster", o);
+  begin(path, o, static_cast<int>(r.populations.size()));
+  for (const auto& p : r.populations) {
+    const analysis::SpikeTrains s = analysis::read_spikes(r.path, p.name, o.raster_first, o.raster_count);
+    const int64_t top = p.node_ids.empty() ? 1 : *std::max_element(p.node_ids.begin(), p.node_ids.end()) + 1;
+    axes(s.sample_start_ms.front(), s.sample_start_ms.back(), 0, static_cast<double>(top));
+    const int64_t last = o.raster_first + static_cast<int64_t>(s.sample_start_ms.size()) - 2;
+    pllab("time (ms)", "neuron id",
+          fmt::format("{}: spikes of samples {}-{} (dashed: sample boundaries)", p.name, o.raster_first, last).c_str());
+    pllsty(2);
+    for (size_t i = 1; i + 1 < s.sample_start_ms.size(); ++i) {
+      pljoin(s.sample_start_ms[i], 0, s.sample_start_ms[i], static_cast<double>(top));
+    }
+    pllsty(1);
+    std::vector<double> y(s.node_ids.begin(), s.node_ids.end());
+    plcol0(kFirstColour);
+    plssym(0, top > 200 ? 0.35 : 0.7);
+    plpoin(static_cast<PLINT>(y.size()), s.t_ms.data(), y.data(), 17);  // 17: a filled dot
+    plcol0(kInk);
+  }
+  end();
+  return path;
+}
+
+std::string rate_histograms(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
+  const std::string path = join(dir, "rates", o);
+  begin(path, o, static_cast<int>(r.populations.size()));
+  for (const auto& p : r.populations) {
+    const auto [lo, hi] = std::minmax_element(p.neuron_rate_hz.begin(), p.neuron_rate_hz.end());
+    const int bins = 30;
+    const double top_rate = *hi > *lo ? *hi : *lo + 1;
+    std::vector<double> centre(bins), count(bins, 0);
+    const double width = (top_rate - 0) / bins;
+    for (int b = 0; b < bins; ++b) centre[b] = (b + 0.5) * width;
+    for (double v : p.neuron_rate_hz) count[std::min(bins - 1, static_cast<int>(v / width))] += 1;
+    axes(0, top_rate, 0, *std::max_element(count.begin(), count.end()));
+    pllab("firing rate (Hz)", "neurons",
+          fmt::format("{}: firing rates of {} neurons (mean {:.1f} Hz, {} silent)", p.name, p.node_ids.size(),
+                      p.rate_hz, p.silent_neurons)
+              .c_str());
+    plcol0(kFirstColour);
+    plbin(bins, centre.data(), count.data(), PL_BIN_CENTRED);
+    plcol0(kInk);
+  }
+  end();
+  return path;
+}
+
+std::string psth(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
+  const std::string path = join(dir, "psth", o);
+  begin(path, o);
+  double top = 0;
+  for (const auto& p : r.populations) {
+    for (double v : p.psth_hz) top = std::max(top, v);
+  }
+  std::vector<double> t;
+  for (int64_t i = 0; i < r.steps; ++i) t.push_back(static_cast<double>(i) * r.dt_ms);
+  axes(0, std::max(t.back(), r.dt_ms), 0, top);
+  pllab("time within the sample (ms)", "rate per neuron (Hz)",
+        fmt::format("PSTH: population rates averaged over {} samples", r.samples).c_str());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < r.populations.size(); ++i) {
+    line(t, r.populations[i].psth_hz, kFirstColour + static_cast<PLINT>(i % kColours));
+    names.push_back(r.populations[i].name);
+  }
+  legend(names);
+  end();
+  return path;
+}
+
+std::string accuracy(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
+  const std::string path = join(dir, "accuracy", o);
+  begin(path, o);
+  std::vector<double> t;
+  for (int64_t i = 0; i < r.steps; ++i) t.push_back(static_cast<double>(i + 1) * r.dt_ms);
+  axes(0, t.back(), 0, 1);
+  pllab("time in the sample (ms): prediction from the output spikes so far", "accuracy",
+        fmt::format("accuracy as a function of t ({} samples; final {:.4f})", r.samples, r.accuracy).c_str());
+  line(t, r.accuracy_by_step, kFirstColour);
+  plcol0(kFirstColour);
+  plpoin(static_cast<PLINT>(t.size()), t.data(), r.accuracy_by_step.data(), 17);
+  plcol0(kInk);
+  end();
+  return path;
+}
+
+std::string confusion(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
+  const std::string path = join(dir, "confusion", o);
+  begin(path, o);
+  const PLINT n = static_cast<PLINT>(r.classes);
+  // Shade: the fraction of each label's samples given each prediction.
+  std::vector<std::vector<PLFLT>> frac(n, std::vector<PLFLT>(n, 0));  // [predicted][label]
+  for (PLINT y = 0; y < n; ++y) {
+    int64_t row = 0;
+    for (PLINT x = 0; x < n; ++x) row += r.confusion[y][x];
+    for (PLINT x = 0; x < n; ++x) frac[x][y] = row > 0 ? static_cast<double>(r.confusion[y][x]) / row : 0;
+  }
+  const PLFLT pos[2] = {0, 1}, red[2] = {1, 0.12}, green[2] = {1, 0.34}, blue[2] = {1, 0.62};
+  plscmap1n(256);
+  plscmap1l(1, 2, pos, red, green, blue, nullptr);
+  plcol0(kInk);
+  plenv(-0.5, n - 0.5, -0.5, n - 0.5, 1, -2);
+  for (PLINT y = 0; y < n; ++y) {  // one filled cell per (label, prediction), shaded by the fraction
+    for (PLINT x = 0; x < n; ++x) {
+      PLFLT cx[4] = {x - 0.5, x + 0.5, x + 0.5, x - 0.5}, cy[4] = {y - 0.5, y - 0.5, y + 0.5, y + 0.5};
+      plcol1(frac[x][y]);
+      plfill(4, cx, cy);
+    }
+  }
+  plcol0(kInk);
+  plbox("bcnt", 1, 0, "bcnt", 1, 0);
+  pllab("predicted class", "label", fmt::format("confusion matrix: sample counts; shade = share of the label ({} samples)", r.samples).c_str());
+  plschr(0, 0.7);
+  for (PLINT y = 0; y < n; ++y) {
+    for (PLINT x = 0; x < n; ++x) {
+      if (r.confusion[y][x] == 0) continue;
+      plcol0(frac[x][y] > 0.5 ? 0 : kInk);  // white on dark cells
+      plptex(x, y, 1, 0, 0.5, std::to_string(r.confusion[y][x]).c_str());
+    }
+  }
+  plcol0(kInk);
+  end();
+  return path;
+}
+
+}  // namespace
+
+std::vector<std::string> write_plots(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
+  if (o.format != "png" && o.format != "svg") throw Error("plot format must be png or svg, got '" + o.format + "'");
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw Error("cannot create the plot folder '" + dir + "'");
+  std::vector<std::string> out;
+  if (!r.populations.empty()) {
+    out.push_back(raster(dir, r, o));
+    out.push_back(rate_histograms(dir, r, o));
+    out.push_back(psth(dir, r, o));
+  }
+  if (!r.accuracy_by_step.empty()) out.push_back(accuracy(dir, r, o));
+  if (r.classes > 0) out.push_back(confusion(dir, r, o));
+  return out;
+}
+
+}  // namespace snn::app
