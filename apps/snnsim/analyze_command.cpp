@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <algorithm>
 #include <fstream>
+#include <map>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -103,6 +105,104 @@ void print_summary(const analysis::RecordingStats& r) {
   }
 }
 
+struct ManifestFlags {
+  std::string x, y = "accuracy", by, plot;
+};
+
+// A sweep manifest: a table (and optionally a plot) of one metric against a
+// swept parameter, one column (line) per value of a second parameter; points
+// that share both values (other parameters varied) are averaged.
+void analyze_manifest(const std::string& path, ManifestFlags f) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read '" + path + "'");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(in);
+    (void)doc.at("rows");
+  } catch (const nlohmann::json::exception&) {
+    throw Error("'" + path + "' is not a sweep manifest (snnsim sweep writes manifest.json)");
+  }
+  const auto names = doc.value("parameters", std::vector<std::string>{});
+  std::string all;
+  for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+  if (f.x.empty() && !names.empty()) f.x = names[0];
+  if (f.by.empty() && names.size() > 1) f.by = names[f.x == names[0] ? 1 : 0];
+  for (const std::string* p : {&f.x, &f.by}) {
+    if (!p->empty() && std::find(names.begin(), names.end(), *p) == names.end()) {
+      throw Error("the sweep did not vary '" + *p + "' (it varied: " + all + ")");
+    }
+  }
+  auto metric = [&](const nlohmann::json& row) -> double {
+    if (f.y == "accuracy") return row.at("accuracy").get<double>();
+    if (f.y == "wall_s") return row.at("wall_s").get<double>();
+    const std::string prefix = "firing_rate_layer";
+    if (f.y.rfind(prefix, 0) == 0) {
+      const size_t layer = std::stoul(f.y.substr(prefix.size()));
+      if (layer >= 1 && layer <= row.at("firing_rate").size()) return row.at("firing_rate")[layer - 1].get<double>();
+    }
+    throw Error("--y: expected accuracy, wall_s or firing_rate_layerN (N = 1.." +
+                std::to_string(row.value("firing_rate", nlohmann::json::array()).size()) + "), got '" + f.y + "'");
+  };
+  // (by value, as a number where it is one; its label) -> (x value) -> (sum, count)
+  std::map<std::pair<double, std::string>, std::map<double, std::pair<double, int>>> cells;
+  std::map<double, std::string> x_text;
+  int done = 0;
+  for (const auto& row : doc.at("rows")) {
+    if (row.value("status", "") != "done") continue;
+    const std::string xs = row.at("params").value(f.x, "");
+    double x = 0;
+    try {
+      x = std::stod(xs);
+    } catch (const std::exception&) {
+      throw Error("--x " + f.x + ": the values must be numbers, got '" + xs + "'");
+    }
+    const std::string bv = f.by.empty() ? "" : row.at("params").value(f.by, "");
+    double order = 0;
+    try {
+      order = std::stod(bv);
+    } catch (const std::exception&) {
+      order = 0;  // not a number (e.g. a checkpoint path): by label
+    }
+    auto& cell = cells[{order, f.by.empty() ? f.y : f.by + "=" + bv}][x];
+    cell.first += metric(row);
+    cell.second += 1;
+    x_text[x] = xs;
+    ++done;
+  }
+  if (done == 0) throw Error("'" + path + "' has no completed point yet");
+  std::cout << fmt::format("{} against {} ({} completed points{})\n", f.y, f.x, done,
+                           f.by.empty() ? "" : ", one column per " + f.by);
+  std::cout << fmt::format("{:>12}", f.x);
+  for (const auto& [b, col] : cells) std::cout << fmt::format(" {:>14}", b.second);
+  std::cout << "\n";
+  for (const auto& [x, text] : x_text) {
+    std::cout << fmt::format("{:>12}", text);
+    for (const auto& [b, col] : cells) {
+      const auto it = col.find(x);
+      std::cout << (it == col.end() ? fmt::format(" {:>14}", "-")
+                                    : fmt::format(" {:>14.4f}", it->second.first / it->second.second));
+    }
+    std::cout << "\n";
+  }
+  if (!f.plot.empty()) {
+    std::vector<Series> series;
+    for (const auto& [b, col] : cells) {
+      Series s{b.second, {}, {}};
+      for (const auto& [x, cell] : col) {
+        s.x.push_back(x);
+        s.y.push_back(cell.first / cell.second);
+      }
+      series.push_back(s);
+    }
+    plot_lines(f.plot, fmt::format("sweep {}: {} against {}", doc.value("sweep", path), f.y, f.x), f.x, f.y, series);
+    std::cout << "plot: " << f.plot << "\n";
+  }
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 }  // namespace
 
 Run add_analyze_command(CLI::App& app) {
@@ -116,15 +216,26 @@ Run add_analyze_command(CLI::App& app) {
       "analyze",
       "Statistics of a recording, read chunk by chunk: firing rates per population and neuron, inter-spike "
       "intervals, Fano factors, PSTH, synchrony, accuracy by step, confusion matrix");
-  cmd->add_option("FILE", *path, "A recording written by snnsim run --output")->required();
+  auto mf = std::make_shared<ManifestFlags>();
+  cmd->add_option("FILE", *path, "A recording written by snnsim run --output, or a sweep's manifest.json")->required();
+  cmd->add_option("--x", mf->x, "Manifest: the swept parameter on the x axis (default: the first)");
+  cmd->add_option("--y", mf->y, "Manifest: accuracy, firing_rate_layerN or wall_s")->capture_default_str();
+  cmd->add_option("--by", mf->by, "Manifest: one line per value of this parameter (default: the second)");
+  cmd->add_option("--plot", mf->plot, "Manifest: write the plot to this .png or .svg file");
   cmd->add_option("--json", *json, "Write every result (per-neuron values too) to this JSON file");
   cmd->add_option("--chunk-bytes", *chunk, "Most spike data held in memory at once, e.g. 64M")->capture_default_str();
   cmd->add_option("--plots", *plots,
                   "Write plots into this folder: raster, firing-rate histograms, PSTH, accuracy by t, confusion matrix");
   cmd->add_option("--plot-format", plot->format, "png or svg")->capture_default_str()->check(CLI::IsMember({"png", "svg"}));
   cmd->add_option("--raster", *raster, "Samples in the raster plot, e.g. 0-4")->capture_default_str();
-  return [cmd, path, json, chunk, plots, plot, raster] {
+  return [cmd, path, json, chunk, plots, plot, raster, mf] {
     if (!cmd->parsed()) return;
+    if (ends_with(*path, ".json")) {
+      if (!plots->empty() || !json->empty()) throw Error("--plots and --json are for recordings; a manifest takes --plot");
+      analyze_manifest(*path, *mf);
+      return;
+    }
+    if (!mf->plot.empty()) throw Error("--plot is for sweep manifests; a recording takes --plots DIR");
     analysis::AnalysisOptions o;
     o.chunk_bytes = static_cast<int64_t>(parse_bytes("--chunk-bytes", *chunk));
     // Every flag is checked before anything is printed.

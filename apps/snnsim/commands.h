@@ -22,6 +22,8 @@ Run add_train_command(CLI::App& app);
 Run add_run_command(CLI::App& app);
 /// `snnsim recover`: repair an unfinished recording.
 Run add_recover_command(CLI::App& app);
+/// `snnsim sweep`: parameter sweeps over run, with a resumable manifest.
+Run add_sweep_command(CLI::App& app);
 /// `snnsim analyze`: statistics of a recording.
 Run add_analyze_command(CLI::App& app);
 /// "500M"-style sizes for `flag`: bytes, or with a K, M, G or T suffix

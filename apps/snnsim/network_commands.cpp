@@ -259,8 +259,49 @@ struct RunFlags {
   bool compress = false;
   std::string resume;
   std::string max_record_bytes;
+  // Overrides of the checkpoint's settings ("" = keep): what sweeps vary.
+  std::string tau, v_threshold, v_reset, refractory, gain, seed;
   SimFlags sim;
 };
+
+// A number given as text to an override flag; throws naming the flag.
+double override_number(const std::string& flag, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v)) throw Error(flag + ": expected a number, got '" + text + "'");
+  return v;
+}
+
+// Applies run's overrides of the neuron, encoder gain and seed to c.
+void apply_overrides(const RunFlags& f, NetworkConfig& c) {
+  if (!f.tau.empty()) {
+    if (c.neuron.model == NeuronModel::kParametricLIF) {
+      throw Error("--tau: a plif network learned its time constants; they cannot be overridden");
+    }
+    c.neuron.tau = override_number("--tau", f.tau);
+  }
+  if (!f.v_threshold.empty()) c.neuron.v_threshold = override_number("--v-threshold", f.v_threshold);
+  if (!f.v_reset.empty()) {
+    c.neuron.v_reset = f.v_reset == "none" ? std::nullopt : std::optional<double>(override_number("--v-reset", f.v_reset));
+  }
+  if (!f.refractory.empty()) {
+    const double r = override_number("--refractory", f.refractory);
+    if (r < 0 || r != std::floor(r)) throw Error("--refractory: expected whole steps >= 0, got '" + f.refractory + "'");
+    c.neuron.refractory = static_cast<int64_t>(r);
+  }
+  if (!f.gain.empty()) c.input_gain = override_number("--gain", f.gain);
+  if (!f.seed.empty()) {
+    const double s = override_number("--seed", f.seed);
+    if (s < 0 || s != std::floor(s)) throw Error("--seed: expected a whole number >= 0, got '" + f.seed + "'");
+    c.seed = static_cast<uint64_t>(s);
+  }
+  c.validate();
+}
 
 // What a recording keeps of its run, in /meta "run_options", so that
 // `run --resume FILE` continues it with the same settings.
@@ -303,6 +344,10 @@ RunFlags resumed_flags(const RunFlags& f, const std::vector<std::string>& given)
     r.record_input = saved.at("record-input").get<bool>();
     r.dt = saved.at("dt").get<double>();
     r.compress = saved.at("compress").get<bool>();
+    for (auto [key, field] : {std::pair{"tau", &r.tau}, {"v-threshold", &r.v_threshold}, {"v-reset", &r.v_reset},
+                              {"refractory", &r.refractory}, {"gain", &r.gain}, {"seed", &r.seed}}) {
+      *field = saved.value(key, std::string());
+    }
   } catch (const nlohmann::json::exception& e) {
     throw Error("recording '" + f.resume + "': run_options in /meta is incomplete: " + e.what());
   }
@@ -432,6 +477,7 @@ void run_run(const RunFlags& flags, const std::vector<std::string>& given) {
   LoadedCheckpoint ckpt = load_checkpoint(f.checkpoint);
   NetworkConfig c = ckpt.network->config();
   if (f.steps > 0) c.steps = f.steps;
+  apply_overrides(f, c);
   apply_sim_flags(f.sim, c);
   // Rebuild with the run's settings and the checkpoint's parameters.
   SpikingNetwork net(c);
@@ -635,6 +681,12 @@ Run add_run_command(CLI::App& app) {
   cmd->add_option("--dt", f->dt, "Duration of a step in ms, the recording's time unit")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--tau", f->tau, "Override the neurons' time constant (steps; not for plif)");
+  cmd->add_option("--v-threshold", f->v_threshold, "Override the firing threshold");
+  cmd->add_option("--v-reset", f->v_reset, "Override the reset: a value, or 'none' for a soft reset");
+  cmd->add_option("--refractory", f->refractory, "Override the refractory period (steps)");
+  cmd->add_option("--gain", f->gain, "Encoder gain: a pixel x spikes with probability min(1, gain * x) per step");
+  cmd->add_option("--seed", f->seed, "Override the encoder's seed");
   cmd->add_flag("--record-input", f->record_input, "Also record the encoder's spikes (population 'input')");
   cmd->add_flag("--compress", f->compress,
                 "Deflate the spike and potential datasets too: 10-30x smaller, but readers whose HDF5 lacks zlib "

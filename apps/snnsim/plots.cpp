@@ -209,6 +209,33 @@ std::string confusion(const std::string& dir, const analysis::RecordingStats& r,
 
 }  // namespace
 
+void plot_lines(const std::string& path, const std::string& title, const std::string& x_label,
+                const std::string& y_label, const std::vector<Series>& series) {
+  PlotOptions o;
+  o.format = path.size() > 4 && path.substr(path.size() - 4) == ".svg" ? "svg" : "png";
+  double xmin = 1e300, xmax = -1e300, ymin = 0, ymax = -1e300;
+  for (const auto& s : series) {
+    for (double x : s.x) xmin = std::min(xmin, x), xmax = std::max(xmax, x);
+    for (double y : s.y) ymin = std::min(ymin, y), ymax = std::max(ymax, y);
+  }
+  if (series.empty() || xmin > xmax) throw Error("nothing to plot for '" + path + "'");
+  begin(path, o);
+  const double pad = 0.03 * (xmax - xmin);
+  axes(xmin - pad, xmax + pad, ymin, ymax);
+  pllab(x_label.c_str(), y_label.c_str(), title.c_str());
+  std::vector<std::string> names;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const PLINT colour = kFirstColour + static_cast<PLINT>(i % kColours);
+    line(series[i].x, series[i].y, colour);
+    plcol0(colour);
+    plpoin(static_cast<PLINT>(series[i].x.size()), series[i].x.data(), series[i].y.data(), 17);
+    names.push_back(series[i].name);
+  }
+  plcol0(kInk);
+  legend(names);
+  end();
+}
+
 std::vector<std::string> write_plots(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
   if (o.format != "png" && o.format != "svg") throw Error("plot format must be png or svg, got '" + o.format + "'");
   if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw Error("cannot create the plot folder '" + dir + "'");

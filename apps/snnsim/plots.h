@@ -21,4 +21,15 @@ struct PlotOptions {
 std::vector<std::string> write_plots(const std::string& dir, const analysis::RecordingStats& stats,
                                      const PlotOptions& options);
 
+/// One line of a line plot.
+struct Series {
+  std::string name;
+  std::vector<double> x, y;
+};
+
+/// A line plot (points marked) with a legend, to `path` (.png or .svg by
+/// its extension). Throws snn::Error when the file cannot be written.
+void plot_lines(const std::string& path, const std::string& title, const std::string& x_label,
+                const std::string& y_label, const std::vector<Series>& series);
+
 }  // namespace snn::app

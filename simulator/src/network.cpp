@@ -42,6 +42,9 @@ void NetworkConfig::validate() const {
     if (s < 1) throw Error("layer sizes must be >= 1, got " + std::to_string(s));
   }
   neuron.validate();
+  if (!(input_gain > 0) || !std::isfinite(input_gain)) {
+    throw Error("the input gain must be positive, got " + std::to_string(input_gain));
+  }
   if (steps < 1) throw Error("T (steps per sample) must be >= 1, got " + std::to_string(steps));
   if (steps_per_tick < 0) throw Error("steps per tick must be >= 1 (or 0 for T), got " + std::to_string(steps_per_tick));
   if (devices.empty()) throw Error("at least one device is needed");
@@ -105,7 +108,7 @@ NeuronParams neuron_from_json(const json& j) {
 std::string NetworkConfig::to_json() const {
   const json j{{"layers", layers},   {"neuron", neuron_to_json(neuron)}, {"seed", seed},
                {"steps", steps},     {"steps_per_tick", steps_per_tick}, {"devices", devices},
-               {"balance", balance}};
+               {"balance", balance}, {"input_gain", input_gain}};
   return j.dump(2);
 }
 
@@ -120,6 +123,7 @@ NetworkConfig NetworkConfig::from_json(const std::string& text) {
     c.steps_per_tick = j.at("steps_per_tick").get<int64_t>();
     c.devices = j.at("devices").get<std::vector<std::string>>();
     c.balance = j.at("balance").get<std::vector<int64_t>>();
+    c.input_gain = j.value("input_gain", 1.0);  // absent in files written before it existed
   } catch (const json::exception& e) {
     throw Error(std::string("network config: ") + e.what());
   }
@@ -250,6 +254,7 @@ torch::Tensor SpikingNetwork::prepare_input(const torch::Tensor& images) const {
     throw Error("the network's input size is " + std::to_string(config_.layers.front()) + " but the images have " +
                 std::to_string(x.size(1)) + " values each");
   }
+  if (config_.input_gain != 1.0) x = (x * config_.input_gain).clamp_max(1.0);
   return x;
 }
 

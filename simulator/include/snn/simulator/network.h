@@ -27,6 +27,9 @@ struct NetworkConfig {
   int64_t steps_per_tick = 0;                 ///< K; 0 = T (layer by layer); default 0
   std::vector<std::string> devices{"cpu"};    ///< one per stage, e.g. {"cpu","cpu"} or {"cuda:0","cuda:1"}
   std::vector<int64_t> balance;               ///< synapse+neuron layers per stage; empty = even split
+  /// Encoder gain: a pixel of intensity x spikes with probability
+  /// min(1, input_gain * x) per step; default 1.
+  double input_gain = 1.0;
 
   /// Throws snn::Error naming the first bad value.
   void validate() const;

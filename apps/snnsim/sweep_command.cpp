@@ -1,0 +1,542 @@
+// `snnsim sweep SWEEP.toml`: parameter sweeps over `snnsim run`, one child
+// process per point (a failing point cannot take the others down), each
+// writing its own recording and summary; a manifest (JSON and CSV) that a
+// rerun resumes from; --jobs on one machine and --shard i/n across machines.
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "commands.h"
+#include "config_format.h"
+#include "snn/core/error.h"
+
+namespace snn::app {
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+// What a sweep may vary, and whether it takes whole numbers.
+const std::map<std::string, bool> kSwept = {{"tau", false},     {"v-threshold", false}, {"v-reset", false},
+                                            {"refractory", true}, {"gain", false},       {"T", true},
+                                            {"seed", true},      {"limit", true},       {"checkpoint", false}};
+// `snnsim run` options a sweep's [base] may set (the sweep sets --output,
+// --summary and --overwrite itself).
+const std::vector<std::string> kBase = {
+    "checkpoint", "split", "T", "limit", "record", "record-v", "record-input", "dt", "compress", "data-dir",
+    "batch-size", "devices", "balance", "steps-per-tick", "threads", "max-record-bytes", "tau", "v-threshold",
+    "v-reset", "refractory", "gain", "seed"};
+
+struct Sweep {
+  std::string file;
+  std::string out = "sweep-out";
+  std::vector<std::pair<std::string, std::string>> base;
+  std::vector<std::pair<std::string, std::vector<std::string>>> grid;
+  int64_t random_samples = 0;
+  uint64_t random_seed = 0;
+  std::vector<std::pair<std::string, std::pair<double, double>>> random;
+};
+
+using Params = std::vector<std::pair<std::string, std::string>>;
+
+std::string normalised(std::string key) {
+  std::replace(key.begin(), key.end(), '_', '-');
+  return key;
+}
+
+std::vector<std::string> values_of(const CLI::ConfigItem& item) {
+  std::vector<std::string> out;
+  for (const auto& v : item.inputs) {  // JSON arrays arrive comma-joined
+    std::stringstream in(v);
+    std::string part;
+    while (std::getline(in, part, ',')) out.push_back(part);
+  }
+  return out;
+}
+
+double number(const std::string& what, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v)) throw Error(what + ": expected a number, got '" + text + "'");
+  return v;
+}
+
+// A swept value's own limits, so that a bad point fails before anything runs.
+void check_value(const std::string& name, const std::string& v, const std::string& where) {
+  const std::string what = where + " " + name;
+  if (name == "checkpoint") {
+    struct stat st {};
+    if (::stat(v.c_str(), &st) != 0) throw Error(what + ": no checkpoint '" + v + "'");
+    return;
+  }
+  if (name == "v-reset" && v == "none") return;
+  const double x = number(what, v);
+  const bool whole = kSwept.at(name);
+  if (whole && x != std::floor(x)) throw Error(what + ": expected a whole number, got '" + v + "'");
+  if ((name == "tau" && x < 1) || (name == "T" && x < 1) || (name == "gain" && !(x > 0)) ||
+      (name == "refractory" && x < 0) || (name == "seed" && x < 0) || (name == "limit" && x < 1 && x != -1)) {
+    throw Error(what + ": " + v + " is out of range (tau >= 1, T >= 1, gain > 0, refractory >= 0, seed >= 0, "
+                "limit >= 1 or -1)");
+  }
+}
+
+Sweep read_sweep(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw Error("cannot read sweep file '" + path + "'");
+  std::vector<CLI::ConfigItem> items;
+  try {
+    items = TomlOrJsonConfig().from_config(in);
+  } catch (const CLI::ParseError& e) {
+    throw Error("sweep file '" + path + "': " + e.what());
+  }
+  Sweep s;
+  s.file = path;
+  const std::string where = "sweep file '" + path + "'";
+  bool has_grid = false, has_random = false;
+  for (const auto& item : items) {
+    if (item.name == "++" || item.name == "--") continue;  // CLI11's section begin and end markers
+    const std::string section = item.parents.empty() ? "" : item.parents.front();
+    const std::string key = normalised(item.name);
+    const std::vector<std::string> v = values_of(item);
+    if (item.parents.size() > 1 || key.empty()) throw Error(where + ": unexpected nesting at '" + item.name + "'");
+    if (section == "sweep") {
+      if (key != "out") throw Error(where + ": [sweep] has no key '" + key + "' (it has: out)");
+      s.out = v.empty() ? "" : v.front();
+    } else if (section == "base") {
+      if (std::find(kBase.begin(), kBase.end(), key) == kBase.end()) {
+        std::string all;
+        for (const auto& k : kBase) all += (all.empty() ? "" : ", ") + k;
+        throw Error(where + ": [base] has no run option '" + key + "' (it takes: " + all + ")");
+      }
+      std::string joined;
+      for (const auto& x : v) joined += (joined.empty() ? "" : ",") + x;
+      s.base.push_back({key, joined});
+    } else if (section == "grid" || section == "random") {
+      if (section == "random" && (key == "samples" || key == "seed")) {
+        if (v.size() != 1) throw Error(where + ": [random] " + key + " must be one number");
+        const double x = number(where + " [random] " + key, v.front());
+        if (x < (key == "samples" ? 1 : 0) || x != std::floor(x)) {
+          throw Error(where + ": [random] " + key + " must be a whole number" + (key == "samples" ? " >= 1" : " >= 0"));
+        }
+        if (key == "samples") {
+          s.random_samples = static_cast<int64_t>(x);
+        } else {
+          s.random_seed = static_cast<uint64_t>(x);
+        }
+        continue;
+      }
+      if (!kSwept.count(key)) {
+        std::string all;
+        for (const auto& [k, whole] : kSwept) all += (all.empty() ? "" : ", ") + k;
+        throw Error(where + ": '" + key + "' cannot be swept (these can: " + all + ")");
+      }
+      if (section == "grid") {
+        if (v.empty()) throw Error(where + ": the grid of '" + key + "' is empty");
+        for (const auto& x : v) check_value(key, x, where + " [grid]");
+        s.grid.push_back({key, v});
+        has_grid = true;
+      } else {
+        if (key == "checkpoint" || key == "v-reset" || v.size() != 2) {
+          throw Error(where + ": [random] " + key + " must be a numeric range [low, high]");
+        }
+        const double lo = number(where + " [random] " + key, v[0]), hi = number(where + " [random] " + key, v[1]);
+        if (!(lo <= hi)) throw Error(where + ": [random] " + key + " range [" + v[0] + ", " + v[1] + "] is empty");
+        check_value(key, v[0], where + " [random]");
+        check_value(key, v[1], where + " [random]");
+        s.random.push_back({key, {lo, hi}});
+        has_random = true;
+      }
+    } else {
+      throw Error(where + ": unknown section '" + section + "' (sections: sweep, base, grid, random)");
+    }
+  }
+  if (!has_grid && !has_random) throw Error(where + " varies nothing: give a [grid] or a [random] section");
+  if (has_random && s.random_samples < 1) throw Error(where + ": [random] needs samples = N");
+  for (const auto& [k, v] : s.base) {
+    if (k == "checkpoint") check_value(k, v, where + " [base]");
+  }
+  return s;
+}
+
+// Every point: the grid's combinations (the last parameter varying fastest),
+// each with every random sample (drawn from one seeded generator).
+std::vector<Params> points_of(const Sweep& s) {
+  std::vector<Params> grid{{}};
+  for (const auto& [name, values] : s.grid) {
+    std::vector<Params> next;
+    for (const auto& p : grid) {
+      for (const auto& v : values) {
+        Params q = p;
+        q.push_back({name, v});
+        next.push_back(q);
+      }
+    }
+    grid = next;
+  }
+  if (s.random.empty()) return grid;
+  std::mt19937_64 rng(s.random_seed);
+  std::vector<Params> out;
+  for (const auto& p : grid) {
+    for (int64_t i = 0; i < s.random_samples; ++i) {
+      Params q = p;
+      for (const auto& [name, range] : s.random) {
+        std::uniform_real_distribution<double> u(range.first, range.second);
+        double x = u(rng);
+        if (kSwept.at(name)) x = std::round(x);
+        q.push_back({name, kSwept.at(name) ? fmt::format("{}", static_cast<int64_t>(x)) : fmt::format("{:.6g}", x)});
+      }
+      out.push_back(q);
+    }
+  }
+  return out;
+}
+
+std::string params_text(const Params& p) {
+  std::string out;
+  for (const auto& [k, v] : p) out += (out.empty() ? "" : ", ") + k + "=" + v;
+  return out;
+}
+
+json params_json(const Params& p) {
+  json j = json::object();
+  for (const auto& [k, v] : p) j[k] = v;
+  return j;
+}
+
+// The last "snnsim: error:" line of a run's log, else its last line.
+std::string error_of(const std::string& log) {
+  std::ifstream in(log);
+  std::string line, last, error;
+  while (std::getline(in, line)) {
+    if (!line.empty()) last = line;
+    if (line.rfind("snnsim: error: ", 0) == 0) error = line.substr(15);
+  }
+  return error.empty() ? last : error;
+}
+
+struct Manifest {
+  std::string json_path, csv_path;
+  json doc;
+};
+
+void write_manifest(const Manifest& m, const std::vector<std::string>& names) {
+  {
+    std::ofstream out(m.json_path + ".tmp");
+    out << m.doc.dump(2) << "\n";
+    if (!out) throw Error("cannot write '" + m.json_path + "'");
+  }
+  std::rename((m.json_path + ".tmp").c_str(), m.json_path.c_str());  // a killed sweep never leaves half a manifest
+  size_t layers = 0;
+  for (const auto& row : m.doc["rows"]) layers = std::max(layers, row.value("firing_rate", json::array()).size());
+  std::ofstream csv(m.csv_path);
+  csv << "index";
+  for (const auto& n : names) csv << "," << n;
+  csv << ",status,accuracy";
+  for (size_t i = 0; i < layers; ++i) csv << ",firing_rate_layer" << i + 1;
+  csv << ",wall_s,output,error\n";
+  for (const auto& row : m.doc["rows"]) {
+    csv << row["index"].get<int64_t>();
+    for (const auto& n : names) csv << "," << row["params"].value(n, std::string());
+    csv << "," << row["status"].get<std::string>() << ",";
+    if (row.contains("accuracy")) csv << row["accuracy"].get<double>();
+    for (size_t i = 0; i < layers; ++i) {
+      csv << ",";
+      if (row.contains("firing_rate") && i < row["firing_rate"].size()) csv << row["firing_rate"][i].get<double>();
+    }
+    std::string error = row.value("error", std::string());
+    std::replace(error.begin(), error.end(), '"', '\'');
+    csv << "," << row.value("wall_s", 0.0) << "," << row["output"].get<std::string>() << ",\"" << error << "\"\n";
+  }
+  if (!csv) throw Error("cannot write '" + m.csv_path + "'");
+}
+
+void sort_rows(json& doc) {
+  std::vector<json> rows(doc["rows"].begin(), doc["rows"].end());
+  std::sort(rows.begin(), rows.end(), [](const json& a, const json& b) { return a["index"] < b["index"]; });
+  doc["rows"] = rows;
+}
+
+struct Shard {
+  int64_t index = 0, count = 1;
+};
+
+Shard parse_shard(const std::string& text) {
+  Shard s;
+  if (text.empty()) return s;
+  const auto slash = text.find('/');
+  try {
+    if (slash == std::string::npos) throw std::invalid_argument("");
+    std::size_t a = 0, b = 0;
+    s.index = std::stoll(text.substr(0, slash), &a);
+    s.count = std::stoll(text.substr(slash + 1), &b);
+    if (a != slash || b != text.size() - slash - 1 || s.count < 1 || s.index < 0 || s.index >= s.count) {
+      throw std::invalid_argument("");
+    }
+  } catch (const std::exception&) {
+    throw Error("--shard: expected i/n with 0 <= i < n (e.g. 0/4, or $SLURM_ARRAY_TASK_ID/4), got '" + text + "'");
+  }
+  return s;
+}
+
+std::string self_exe() {
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) throw Error("cannot find the snnsim executable (/proc/self/exe)");
+  return std::string(exe, static_cast<size_t>(n));
+}
+
+struct SweepFlags {
+  std::string file;
+  int jobs = 1;
+  std::string shard;
+  std::string merge;
+};
+
+void run_sweep(const SweepFlags& f) {
+  const Sweep s = read_sweep(f.file);
+  const Shard shard = parse_shard(f.shard);
+  if (f.jobs < 1) throw Error("--jobs must be >= 1, got " + std::to_string(f.jobs));
+  const std::vector<Params> points = points_of(s);
+  std::vector<std::string> names;
+  for (const auto& [k, v] : points.front()) names.push_back(k);
+  if (::mkdir(s.out.c_str(), 0755) != 0 && errno != EEXIST) throw Error("cannot create the sweep folder '" + s.out + "'");
+  const std::string suffix = shard.count > 1 ? fmt::format("-shard-{}-of-{}", shard.index, shard.count) : "";
+  Manifest m{s.out + "/manifest" + suffix + ".json", s.out + "/manifest" + suffix + ".csv", {}};
+
+  // A rerun keeps the points that completed with the same parameters.
+  std::map<int64_t, json> kept;
+  {
+    std::ifstream in(m.json_path);
+    if (in) {
+      try {
+        const json old = json::parse(in);
+        for (const auto& row : old.at("rows")) {
+          struct stat st {};
+          const int64_t i = row.at("index").get<int64_t>();
+          if (row.at("status") == "done" && i < static_cast<int64_t>(points.size()) &&
+              row.at("params") == params_json(points[static_cast<size_t>(i)]) &&
+              ::stat(row.at("output").get<std::string>().c_str(), &st) == 0) {
+            kept[i] = row;
+          }
+        }
+      } catch (const json::exception& e) {
+        throw Error("the manifest '" + m.json_path + "' does not parse (" + e.what() + "): move it away to start afresh");
+      }
+    }
+  }
+  m.doc = {{"sweep", s.file}, {"total_points", points.size()}, {"parameters", names},
+           {"shard", shard.count > 1 ? json(f.shard) : json(nullptr)}, {"rows", json::array()}};
+  std::vector<size_t> todo;
+  for (size_t i = 0; i < points.size(); ++i) {
+    if (static_cast<int64_t>(i) % shard.count != shard.index) continue;
+    if (kept.count(static_cast<int64_t>(i))) {
+      m.doc["rows"].push_back(kept[static_cast<int64_t>(i)]);
+    } else {
+      todo.push_back(i);
+    }
+  }
+  const size_t mine = m.doc["rows"].size() + todo.size();
+  std::cout << fmt::format("sweep {}: {} points in all, {} in this shard, {} done before, {} to run with {} job(s)\n",
+                           s.file, points.size(), mine, m.doc["rows"].size(), todo.size(), f.jobs)
+            << std::flush;
+  write_manifest(m, names);
+
+  const std::string exe = self_exe();
+  const bool base_threads = std::any_of(s.base.begin(), s.base.end(), [](const auto& kv) { return kv.first == "threads"; });
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(f.jobs)));
+  struct Running {
+    size_t point;
+    Clock::time_point start;
+    std::string output, summary, log;
+  };
+  std::map<pid_t, Running> running;
+  size_t next = 0, finished = 0;
+  double busy_seconds = 0;
+  const auto t0 = Clock::now();
+  while (next < todo.size() || !running.empty()) {
+    while (next < todo.size() && static_cast<int>(running.size()) < f.jobs) {
+      const size_t i = todo[next++];
+      const std::string stem = fmt::format("{}/point-{:04d}", s.out, i);
+      Running r{i, Clock::now(), stem + ".h5", stem + ".json", stem + ".log"};
+      std::vector<std::string> args{exe, "run"};
+      for (const auto& [k, v] : s.base) {
+        const bool swept = std::any_of(points[i].begin(), points[i].end(), [&](const auto& kv) { return kv.first == k; });
+        if (swept) continue;  // the point's value wins
+        const bool flag = k == "record-input" || k == "compress";
+        if (flag && v != "true" && v != "false") throw Error("[base] " + k + " must be true or false");
+        if (flag) {
+          if (v == "true") args.push_back("--" + k);
+          continue;
+        }
+        args.push_back("--" + k);
+        args.push_back(v);
+      }
+      for (const auto& [k, v] : points[i]) {
+        args.push_back("--" + k);
+        args.push_back(v);
+      }
+      if (!base_threads) args.insert(args.end(), {"--threads", threads});
+      args.insert(args.end(), {"--output", r.output, "--overwrite", "--summary", r.summary});
+      std::remove(r.summary.c_str());
+      const pid_t pid = ::fork();
+      if (pid < 0) throw Error("cannot start a run: fork failed");
+      if (pid == 0) {
+        const int fd = ::open(r.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+          ::dup2(fd, STDOUT_FILENO);
+          ::dup2(fd, STDERR_FILENO);
+        }
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        ::execv(exe.c_str(), argv.data());
+        ::_exit(127);
+      }
+      running[pid] = r;
+    }
+    int status = 0;
+    const pid_t pid = ::waitpid(-1, &status, 0);
+    if (pid < 0) break;
+    const auto it = running.find(pid);
+    if (it == running.end()) continue;
+    const Running r = it->second;
+    running.erase(it);
+    const double wall = std::chrono::duration<double>(Clock::now() - r.start).count();
+    busy_seconds += wall;
+    ++finished;
+    json row{{"index", r.point}, {"params", params_json(points[r.point])}, {"output", r.output},
+             {"summary", r.summary}, {"log", r.log}, {"wall_s", wall}};
+    std::string note;
+    try {
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Error(error_of(r.log));
+      std::ifstream in(r.summary);
+      const json sum = json::parse(in);
+      row["status"] = "done";
+      row["accuracy"] = sum.at("accuracy");
+      row["firing_rate"] = sum.at("firing_rate");
+      note = fmt::format("accuracy {:.4f}", sum.at("accuracy").get<double>());
+    } catch (const std::exception& e) {
+      row["status"] = "failed";
+      row["error"] = std::string(e.what()).empty() ? "the run stopped without a message" : e.what();
+      note = "FAILED: " + row["error"].get<std::string>();
+    }
+    m.doc["rows"].push_back(row);
+    sort_rows(m.doc);
+    write_manifest(m, names);
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    const double eta = elapsed / static_cast<double>(finished) * static_cast<double>(todo.size() - finished);
+    std::cout << fmt::format("[{}/{}] point {} ({}): {}, {:.1f} s; ETA {:.0f} s\n", finished, todo.size(), r.point,
+                             params_text(points[r.point]), note, wall, eta)
+              << std::flush;
+  }
+  int64_t failed = 0;
+  for (const auto& row : m.doc["rows"]) failed += row["status"] == "failed";
+  std::cout << fmt::format("manifest: {} and {} ({} failed)\n", m.json_path, m.csv_path, failed);
+  if (failed > 0) throw Error(std::to_string(failed) + " point(s) failed (see the manifest); rerun the sweep to redo them");
+}
+
+// --merge DIR: joins the shards' manifests into DIR/manifest.json and .csv,
+// checking that every point is there exactly once.
+void merge_shards(const std::string& dir) {
+  std::vector<json> shards;
+  int64_t total = -1, count = -1;
+  std::vector<std::string> names;
+  for (int64_t i = 0; count < 0 || i < count; ++i) {
+    // The shard count is read from the first manifest found.
+    std::string path;
+    if (count < 0) {
+      for (int64_t n = 1; n <= 4096 && path.empty(); ++n) {
+        const std::string p = fmt::format("{}/manifest-shard-0-of-{}.json", dir, n);
+        if (std::ifstream(p)) {
+          path = p;
+          count = n;
+        }
+      }
+      if (path.empty()) throw Error("no shard manifests (manifest-shard-0-of-N.json) in '" + dir + "'");
+    } else {
+      path = fmt::format("{}/manifest-shard-{}-of-{}.json", dir, i, count);
+    }
+    std::ifstream in(path);
+    if (!in) throw Error("shard " + std::to_string(i) + " of " + std::to_string(count) + " is missing: no '" + path + "'");
+    json doc;
+    try {
+      doc = json::parse(in);
+    } catch (const json::exception& e) {
+      throw Error("'" + path + "' does not parse: " + e.what());
+    }
+    if (total < 0) {
+      total = doc.at("total_points").get<int64_t>();
+      names = doc.at("parameters").get<std::vector<std::string>>();
+    } else if (doc.at("total_points").get<int64_t>() != total) {
+      throw Error("'" + path + "' is from another sweep (" + std::to_string(doc.at("total_points").get<int64_t>()) +
+                  " points, not " + std::to_string(total) + ")");
+    }
+    shards.push_back(doc);
+  }
+  Manifest m{dir + "/manifest.json", dir + "/manifest.csv",
+             {{"sweep", shards.front().at("sweep")}, {"total_points", total}, {"parameters", names},
+              {"shard", nullptr}, {"merged_shards", count}, {"rows", json::array()}}};
+  std::vector<int> seen(static_cast<size_t>(total), 0);
+  for (const auto& doc : shards) {
+    for (const auto& row : doc.at("rows")) {
+      const int64_t i = row.at("index").get<int64_t>();
+      if (i < 0 || i >= total || seen[static_cast<size_t>(i)]++) throw Error("point " + std::to_string(i) + " appears twice");
+      m.doc["rows"].push_back(row);
+    }
+  }
+  int64_t missing = 0;
+  for (int v : seen) missing += v == 0;
+  sort_rows(m.doc);
+  write_manifest(m, names);
+  std::cout << fmt::format("merged {} shards: {} of {} points in {}{}\n", count, total - missing, total, m.json_path,
+                           missing ? fmt::format(" ({} not run yet)", missing) : "");
+}
+
+}  // namespace
+
+Run add_sweep_command(CLI::App& app) {
+  auto f = std::make_shared<SweepFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "sweep",
+      "Run `snnsim run` over a grid and/or random samples of parameters (tau, v-threshold, v-reset, refractory, "
+      "gain, T, seed, limit, checkpoint) from a TOML or JSON sweep file; a manifest (JSON, CSV) records every point "
+      "and a rerun redoes only what did not complete");
+  cmd->add_option("SWEEP", f->file, "The sweep file: [sweep] out, [base] run options, [grid] lists, [random] ranges");
+  cmd->add_option("--jobs", f->jobs, "Runs at once on this machine (each gets cores / jobs threads)")
+      ->capture_default_str();
+  cmd->add_option("--shard", f->shard, "Run only points i, i + n, i + 2n, ... (i/n, e.g. a job array's task id)");
+  cmd->add_option("--merge", f->merge, "Join the shard manifests in this folder into manifest.json and .csv");
+  return [cmd, f] {
+    if (!cmd->parsed()) return;
+    if (!f->merge.empty()) {
+      if (!f->file.empty()) throw Error("--merge takes the sweep's output folder, not a sweep file");
+      merge_shards(f->merge);
+      return;
+    }
+    if (f->file.empty()) throw Error("sweep needs a SWEEP file (or --merge DIR)");
+    run_sweep(*f);
+  };
+}
+
+}  // namespace snn::app
