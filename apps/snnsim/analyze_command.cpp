@@ -194,7 +194,13 @@ void analyze_manifest(const std::string& path, ManifestFlags f) {
       }
       series.push_back(s);
     }
-    plot_lines(f.plot, fmt::format("sweep {}: {} against {}", doc.value("sweep", path), f.y, f.x), f.x, f.y, series);
+    std::string y_label = f.y;
+    if (f.y == "wall_s") y_label = "wall time per run (s)";
+    if (f.y.rfind("firing_rate_layer", 0) == 0) {
+      y_label = "layer " + f.y.substr(17) + " firing rate (spikes per neuron per step)";
+    }
+    plot_lines(f.plot, fmt::format("sweep {}: {} against {}", doc.value("sweep", path), f.y, f.x), f.x, y_label,
+               series);
     std::cout << "plot: " << f.plot << "\n";
   }
 }
