@@ -14,6 +14,7 @@ namespace {
 
 using hdf5::check;
 using hdf5::Handle;
+using hdf5::open_dataset;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr hsize_t kRowBlock = 65536;  // per-sample rows read at once
@@ -21,12 +22,6 @@ constexpr hsize_t kRowBlock = 65536;  // per-sample rows read at once
 bool exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
-}
-
-Handle open_dataset(hid_t parent, const std::string& name, const std::string& where) {
-  Handle ds(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!ds.ok()) throw Error(where + " has no dataset '" + name + "'");
-  return ds;
 }
 
 // Rows and width of a 1-D or 2-D dataset.

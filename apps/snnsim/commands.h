@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace snn::app {
 
@@ -29,6 +30,10 @@ Run add_analyze_command(CLI::App& app);
 /// "500M"-style sizes for `flag`: bytes, or with a K, M, G or T suffix
 /// (powers of 1024); throws snn::Error naming the flag otherwise.
 double parse_bytes(const std::string& flag, const std::string& text);
+/// A finite number; throws snn::Error "WHAT: expected a number, got ..." otherwise.
+double parse_number(const std::string& what, const std::string& text);
+/// The long names ("--tau") of the options given to `cmd`, on the command line or in --config.
+std::vector<std::string> given_options(const CLI::App* cmd);
 /// The signal (SIGINT, SIGTERM) that stopped a recording run; 0 if none.
 int stop_signal();
 

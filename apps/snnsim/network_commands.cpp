@@ -264,39 +264,26 @@ struct RunFlags {
   SimFlags sim;
 };
 
-// A number given as text to an override flag; throws naming the flag.
-double override_number(const std::string& flag, const std::string& text) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || !std::isfinite(v)) throw Error(flag + ": expected a number, got '" + text + "'");
-  return v;
-}
-
 // Applies run's overrides of the neuron, encoder gain and seed to c.
 void apply_overrides(const RunFlags& f, NetworkConfig& c) {
   if (!f.tau.empty()) {
     if (c.neuron.model == NeuronModel::kParametricLIF) {
       throw Error("--tau: a plif network learned its time constants; they cannot be overridden");
     }
-    c.neuron.tau = override_number("--tau", f.tau);
+    c.neuron.tau = parse_number("--tau", f.tau);
   }
-  if (!f.v_threshold.empty()) c.neuron.v_threshold = override_number("--v-threshold", f.v_threshold);
+  if (!f.v_threshold.empty()) c.neuron.v_threshold = parse_number("--v-threshold", f.v_threshold);
   if (!f.v_reset.empty()) {
-    c.neuron.v_reset = f.v_reset == "none" ? std::nullopt : std::optional<double>(override_number("--v-reset", f.v_reset));
+    c.neuron.v_reset = f.v_reset == "none" ? std::nullopt : std::optional<double>(parse_number("--v-reset", f.v_reset));
   }
   if (!f.refractory.empty()) {
-    const double r = override_number("--refractory", f.refractory);
+    const double r = parse_number("--refractory", f.refractory);
     if (r < 0 || r != std::floor(r)) throw Error("--refractory: expected whole steps >= 0, got '" + f.refractory + "'");
     c.neuron.refractory = static_cast<int64_t>(r);
   }
-  if (!f.gain.empty()) c.input_gain = override_number("--gain", f.gain);
+  if (!f.gain.empty()) c.input_gain = parse_number("--gain", f.gain);
   if (!f.seed.empty()) {
-    const double s = override_number("--seed", f.seed);
+    const double s = parse_number("--seed", f.seed);
     if (s < 0 || s != std::floor(s)) throw Error("--seed: expected a whole number >= 0, got '" + f.seed + "'");
     c.seed = static_cast<uint64_t>(s);
   }
@@ -594,6 +581,26 @@ double parse_bytes(const std::string& flag, const std::string& text) {
   return v * unit;
 }
 
+double parse_number(const std::string& what, const std::string& text) {
+  std::size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size() || !std::isfinite(v)) throw Error(what + ": expected a number, got '" + text + "'");
+  return v;
+}
+
+std::vector<std::string> given_options(const CLI::App* cmd) {
+  std::vector<std::string> given;
+  for (const CLI::Option* opt : cmd->get_options()) {
+    if (opt->count() > 0) given.push_back(opt->get_name());
+  }
+  return given;
+}
+
 int stop_signal() { return g_stop_signal.load(); }
 
 Run add_recover_command(CLI::App& app) {
@@ -649,11 +656,7 @@ Run add_train_command(CLI::App& app) {
   add_sim_flags(cmd, f->sim);
   return [cmd, f] {
     if (!cmd->parsed()) return;
-    std::vector<std::string> given;
-    for (const CLI::Option* opt : cmd->get_options()) {
-      if (opt->count() > 0) given.push_back(opt->get_name());
-    }
-    run_train(*f, given);
+    run_train(*f, given_options(cmd));
   };
 }
 
@@ -700,11 +703,7 @@ Run add_run_command(CLI::App& app) {
   add_sim_flags(cmd, f->sim);
   return [cmd, f] {
     if (!cmd->parsed()) return;
-    std::vector<std::string> given;
-    for (const CLI::Option* opt : cmd->get_options()) {
-      if (opt->count() > 0) given.push_back(opt->get_name());
-    }
-    run_run(*f, given);
+    run_run(*f, given_options(cmd));
   };
 }
 

@@ -69,18 +69,6 @@ std::vector<std::string> values_of(const CLI::ConfigItem& item) {
   return out;
 }
 
-double number(const std::string& what, const std::string& text) {
-  std::size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size() || !std::isfinite(v)) throw Error(what + ": expected a number, got '" + text + "'");
-  return v;
-}
-
 // A swept value's own limits, so that a bad point fails before anything runs.
 void check_value(const std::string& name, const std::string& v, const std::string& where) {
   const std::string what = where + " " + name;
@@ -90,7 +78,7 @@ void check_value(const std::string& name, const std::string& v, const std::strin
     return;
   }
   if (name == "v-reset" && v == "none") return;
-  const double x = number(what, v);
+  const double x = parse_number(what, v);
   const bool whole = kSwept.at(name);
   if (whole && x != std::floor(x)) throw Error(what + ": expected a whole number, got '" + v + "'");
   if ((name == "tau" && x < 1) || (name == "T" && x < 1) || (name == "gain" && !(x > 0)) ||
@@ -134,7 +122,7 @@ Sweep read_sweep(const std::string& path) {
     } else if (section == "grid" || section == "random") {
       if (section == "random" && (key == "samples" || key == "seed")) {
         if (v.size() != 1) throw Error(where + ": [random] " + key + " must be one number");
-        const double x = number(where + " [random] " + key, v.front());
+        const double x = parse_number(where + " [random] " + key, v.front());
         if (x < (key == "samples" ? 1 : 0) || x != std::floor(x)) {
           throw Error(where + ": [random] " + key + " must be a whole number" + (key == "samples" ? " >= 1" : " >= 0"));
         }
@@ -159,7 +147,7 @@ Sweep read_sweep(const std::string& path) {
         if (key == "checkpoint" || key == "v-reset" || v.size() != 2) {
           throw Error(where + ": [random] " + key + " must be a numeric range [low, high]");
         }
-        const double lo = number(where + " [random] " + key, v[0]), hi = number(where + " [random] " + key, v[1]);
+        const double lo = parse_number(where + " [random] " + key, v[0]), hi = parse_number(where + " [random] " + key, v[1]);
         if (!(lo <= hi)) throw Error(where + ": [random] " + key + " range [" + v[0] + ", " + v[1] + "] is empty");
         check_value(key, v[0], where + " [random]");
         check_value(key, v[1], where + " [random]");

@@ -15,6 +15,7 @@ namespace {
 
 using hdf5::check;
 using hdf5::Handle;
+using hdf5::open_dataset;
 using hdf5::members;
 
 constexpr hsize_t kSpikeChunk = 65536;  // elements per chunk of the spike datasets
@@ -191,12 +192,6 @@ void truncate_rows(hid_t ds, hsize_t n, const std::string& name, const std::stri
   }
   dims[0] = n;
   check(H5Dset_extent(ds, dims), where + ": cannot truncate '" + name + "'");
-}
-
-Handle open_dataset(hid_t parent, const std::string& name, const std::string& where) {
-  Handle ds(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!ds.ok()) throw Error(where + " has no dataset '" + name + "'");
-  return ds;
 }
 
 Handle open_group(hid_t parent, const std::string& name, const std::string& where) {

@@ -82,20 +82,22 @@ inline void write_double_attribute(hid_t loc, const char* name, double value) {
 }
 
 // Readers: `where` names the file for the error message, e.g. "checkpoint 'a.h5'".
-inline int64_t read_int_attribute(hid_t loc, const char* name, const std::string& where) {
+// A scalar numeric attribute, converted by HDF5 to mem_type (T's native type).
+template <typename T>
+T read_scalar_attribute(hid_t loc, const char* name, hid_t mem_type, const std::string& where) {
   Handle attr(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
   if (!attr.ok()) throw Error(where + " has no attribute '" + name + "'");
-  int64_t value = 0;
-  check(H5Aread(attr.get(), H5T_NATIVE_INT64, &value), where + ": cannot read attribute " + name);
+  T value{};
+  check(H5Aread(attr.get(), mem_type, &value), where + ": cannot read attribute " + name);
   return value;
 }
 
+inline int64_t read_int_attribute(hid_t loc, const char* name, const std::string& where) {
+  return read_scalar_attribute<int64_t>(loc, name, H5T_NATIVE_INT64, where);
+}
+
 inline double read_double_attribute(hid_t loc, const char* name, const std::string& where) {
-  Handle attr(H5Aopen(loc, name, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw Error(where + " has no attribute '" + name + "'");
-  double value = 0;
-  check(H5Aread(attr.get(), H5T_NATIVE_DOUBLE, &value), where + ": cannot read attribute " + name);
-  return value;
+  return read_scalar_attribute<double>(loc, name, H5T_NATIVE_DOUBLE, where);
 }
 
 inline std::string read_string_attribute(hid_t loc, const char* name, const std::string& where) {
@@ -111,6 +113,12 @@ inline std::string read_string_attribute(hid_t loc, const char* name, const std:
   H5Tset_size(mem.get(), size + 1);
   check(H5Aread(attr.get(), mem.get(), buf.data()), where + ": cannot read attribute " + name);
   return std::string(buf.c_str());
+}
+
+inline Handle open_dataset(hid_t parent, const std::string& name, const std::string& where) {
+  Handle ds(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), H5Dclose);
+  if (!ds.ok()) throw Error(where + " has no dataset '" + name + "'");
+  return ds;
 }
 
 // The names of a group's members, in name order.
