@@ -9,13 +9,18 @@
 
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
+#include "snn/core/frozen_weights.h"
 
 namespace snn {
 namespace neurons::detail {
-#define SNN_DECLARE_LINEAR_ROWS(isa)                                                                         \
-  namespace isa {                                                                                            \
-  template <typename T>                                                                                      \
-  void linear_rows(const T* x, const T* wt, const T* bias, T* y, int64_t in, int64_t out, int64_t r0, int64_t r1); \
+#define SNN_DECLARE_LINEAR_ROWS(isa)                                                                          \
+  namespace isa {                                                                                             \
+  template <typename T>                                                                                       \
+  void linear_dense(const T* x, const T* wt, const T* bias, T* y, int64_t in, int64_t out, int64_t r0, int64_t r1); \
+  template <typename T>                                                                                       \
+  void linear_event(const T* x, const T* wt, const T* bias, T* y, int64_t in, int64_t out, int64_t r0, int64_t r1); \
+  template <typename T>                                                                                       \
+  int64_t count_nonzero(const T* x, int64_t n);                                                               \
   }
 SNN_DECLARE_LINEAR_ROWS(base)
 SNN_DECLARE_LINEAR_ROWS(avx2)
@@ -32,42 +37,105 @@ SNN_DECLARE_LINEAR_GRAD(avx2)
 }  // namespace neurons::detail
 
 namespace functional {
+
+double density_of(const torch::Tensor& x_any) {
+  TORCH_CHECK(x_any.is_cpu(), "density_of: a CPU tensor is needed, got one on ", x_any.device());
+  const torch::Tensor x = x_any.contiguous();
+  if (x.numel() == 0) return 0.0;
+  // An estimate from at most ~64K entries (whole rows, evenly spaced) is
+  // all the choice of kernel needs; counting everything would cost as much
+  // as the event-driven product of a narrow layer.
+  const int64_t cols = x.dim() == 0 ? 1 : x.size(-1), rows = x.numel() / cols;
+  const int64_t stride = std::max<int64_t>(1, rows / std::max<int64_t>(1, 65536 / cols));
+  const bool use_avx2 = cpu_loops_use_avx2();
+  int64_t nonzero = 0, seen = 0;
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear_density", [&] {
+    const scalar_t* p = x.data_ptr<scalar_t>();
+    for (int64_t r = 0; r < rows; r += stride, seen += cols) {
+      nonzero += use_avx2 ? neurons::detail::avx2::count_nonzero(p + r * cols, cols)
+                          : neurons::detail::base::count_nonzero(p + r * cols, cols);
+    }
+  });
+  return static_cast<double>(nonzero) / static_cast<double>(seen);
+}
+
+LinearPath choose_path(double density, double crossover, int64_t out) {
+  // The event-driven kernel first lists a row's inputs, a cost that only
+  // wide layers (many 16-column tiles) amortise: the crossover falls from
+  // `crossover` for wide layers to 0.55 of it for a layer of one tile
+  // (measured with linear_bench: about 0.38 and 0.22 on an AVX2 EPYC).
+  const double tiles = static_cast<double>((out + 15) / 16);
+  return density < crossover * (1.0 - 0.45 / tiles) ? LinearPath::kEvent : LinearPath::kDense;
+}
+
 namespace {
 
+constexpr int64_t kTile = 16;  // output columns per packed weight tile (linear_loops.cpp)
+
+// wt [in, out] (any strides) as the kernels read it: [tiles, in, kTile],
+// contiguous, the last tile's missing columns zero.
+torch::Tensor pack_tiles(const torch::Tensor& wt) {
+  torch::NoGradGuard no_grad;
+  const int64_t in = wt.size(0), out = wt.size(1), tiles = (out + kTile - 1) / kTile;
+  return torch::constant_pad_nd(wt.detach(), {0, tiles * kTile - out})
+      .view({in, tiles, kTile})
+      .permute({1, 0, 2})
+      .contiguous();
+}
+
+torch::Tensor pad_bias(const torch::Tensor& bias) {
+  torch::NoGradGuard no_grad;
+  const int64_t out = bias.size(0), tiles = (out + kTile - 1) / kTile;
+  return torch::constant_pad_nd(bias.detach(), {0, tiles * kTile - out}).contiguous();
+}
+
 // y[r, :] = b + sum over f ascending of x[r, f] wt[f, :], for x [rows, in]
-// and wt [in, out]: the fixed-order kernel behind forward and grad_x.
-torch::Tensor rows_times(const torch::Tensor& x2, const torch::Tensor& wt_any, const torch::Tensor& bias) {
+// and wt [in, out] packed by pack_tiles (b padded by pad_bias, or
+// undefined): the fixed-order kernels behind forward and grad_x. The dense
+// and the event-driven kernel give the same values (see linear_loops.cpp);
+// kAuto picks one by the density of x.
+torch::Tensor rows_times(const torch::Tensor& x2, const torch::Tensor& packed, int64_t out, const torch::Tensor& bias,
+                         LinearPath path, double crossover) {
   const torch::Tensor x = x2.contiguous();
-  const torch::Tensor wt = wt_any.contiguous();
-  const torch::Tensor b = bias.defined() ? bias.contiguous() : torch::Tensor();
-  const int64_t rows = x.size(0), in = x.size(1), out = wt.size(1);
+  const int64_t rows = x.size(0), in = x.size(1);
   torch::Tensor y = torch::empty({rows, out}, x.options());
+  if (path == LinearPath::kAuto) path = choose_path(density_of(x), crossover, out);
+  const bool event = path == LinearPath::kEvent;
   const bool use_avx2 = cpu_loops_use_avx2();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear", [&] {
     const scalar_t* xp = x.data_ptr<scalar_t>();
-    const scalar_t* wp = wt.data_ptr<scalar_t>();
-    const scalar_t* bp = b.defined() ? b.data_ptr<scalar_t>() : nullptr;
+    const scalar_t* wp = packed.data_ptr<scalar_t>();
+    const scalar_t* bp = bias.defined() ? bias.data_ptr<scalar_t>() : nullptr;
     scalar_t* yp = y.data_ptr<scalar_t>();
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, in * out / 64));
     at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
+      namespace d = neurons::detail;
       if (use_avx2) {
-        neurons::detail::avx2::linear_rows(xp, wp, bp, yp, in, out, r0, r1);
+        event ? d::avx2::linear_event(xp, wp, bp, yp, in, out, r0, r1)
+              : d::avx2::linear_dense(xp, wp, bp, yp, in, out, r0, r1);
       } else {
-        neurons::detail::base::linear_rows(xp, wp, bp, yp, in, out, r0, r1);
+        event ? d::base::linear_event(xp, wp, bp, yp, in, out, r0, r1)
+              : d::base::linear_dense(xp, wp, bp, yp, in, out, r0, r1);
       }
     });
   });
   return y;
 }
 
-// The batch-invariant forward on 2-D x [rows, in].
-torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias) {
+// The batch-invariant forward on 2-D x [rows, in]; `packed` holds the
+// weights and bias already packed (a module's cache), or is empty.
+torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias,
+                             const PackedLinear& packed, LinearPath path, double crossover) {
   if (x2.is_cuda()) {
     // On a GPU the layer runs as a plain matmul for now: batch invariance
     // there needs a kernel of its own (the CUDA issue).
     return bias.defined() ? torch::addmm(bias, x2, weight.t()) : x2.matmul(weight.t());
   }
-  return rows_times(x2, weight.t(), bias);
+  if (packed.weight.defined()) {
+    return rows_times(x2, packed.weight, weight.size(0), packed.bias, path, crossover);
+  }
+  return rows_times(x2, pack_tiles(weight.t()), weight.size(0), bias.defined() ? pad_bias(bias) : torch::Tensor(), path,
+                    crossover);
 }
 
 // Adds the weight gradient of x2 [steps * batch, in] and gy [steps * batch,
@@ -138,7 +206,8 @@ void publish_sum(const torch::Tensor& sum, torch::Tensor& param, torch::Tensor& 
 struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x2,
                                const torch::Tensor& weight, const torch::Tensor& bias, int64_t steps,
-                               const c10::intrusive_ptr<LinearGradSums>& sums) {
+                               const c10::intrusive_ptr<LinearGradSums>& sums, int64_t path, double crossover,
+                               const PackedLinear* packed) {
     ctx->save_for_backward({x2, weight});
     const bool has_bias = bias.numel() > 0;
     ctx->saved_data["has_bias"] = has_bias;
@@ -149,7 +218,8 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
       ctx->saved_data["weight"] = weight;
       if (has_bias) ctx->saved_data["bias"] = bias;
     }
-    return linear_forward(x2, weight, has_bias ? bias : torch::Tensor());
+    return linear_forward(x2, weight, has_bias ? bias : torch::Tensor(), packed ? *packed : PackedLinear{},
+                          static_cast<LinearPath>(path), crossover);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -165,11 +235,13 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
       if (ctx->needs_input_grad(0)) gx = gy.matmul(weight);
       if (need_w) gw = gy.t().matmul(x2);
       if (need_b) gb = gy.sum(0);
-      return {gx, gw, gb, torch::Tensor(), torch::Tensor()};
+      return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     // grad_x[r, :] = sum over o ascending of gy[r, o] W[o, :]: the forward kernel with W as its [in, out].
-    if (ctx->needs_input_grad(0)) gx = rows_times(gy, weight, torch::Tensor());
-    if (!need_w && !need_b) return {gx, gw, gb, torch::Tensor(), torch::Tensor()};
+    if (ctx->needs_input_grad(0)) {
+      gx = rows_times(gy, pack_tiles(weight), weight.size(1), torch::Tensor(), LinearPath::kAuto, kLinearEventCrossover);
+    }
+    if (!need_w && !need_b) return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     const int64_t steps = ctx->saved_data["steps"].toInt();
     const auto dbl = weight.options().dtype(torch::kDouble);
     const torch::Tensor gd = gy.to(torch::kDouble).contiguous();  // once, for both sums
@@ -185,7 +257,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
         add_bias_grad(gd, sum, steps);
         gb = sum.to(weight.scalar_type());
       }
-      return {gx, gw, gb, torch::Tensor(), torch::Tensor()};
+      return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     // Sums carried across calls; the gradients go to .grad directly, so
     // autograd gets none to accumulate (it would round per call).
@@ -204,14 +276,17 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
       add_bias_grad(gd, sums->bias, steps);
       publish_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
     }
-    return {gx, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    return {gx, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
+            torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                     const c10::intrusive_ptr<LinearGradSums>& sums) {
+namespace {
+torch::Tensor linear_with(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                          const c10::intrusive_ptr<LinearGradSums>& sums, LinearPath path, double crossover,
+                          const PackedLinear* packed) {
   TORCH_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1), "linear: input of shape ",
               x.sizes(), " does not fit a weight of shape ", weight.sizes(), " (expected [..., ", weight.size(1), "])");
   TORCH_CHECK(x.scalar_type() == weight.scalar_type(), "linear: input is ", x.scalar_type(), " but the weight is ",
@@ -223,15 +298,25 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
   const torch::Tensor b = bias.defined() ? bias : torch::empty({0}, weight.options());
   // Rows of a multi-step input [T, B, in] are step-major; BPTT order needs T.
   const int64_t steps = x.dim() >= 3 ? x.size(0) : 1;
-  torch::Tensor y = LinearFunction::apply(x2, weight, b, steps, sums);
+  torch::Tensor y = LinearFunction::apply(x2, weight, b, steps, sums, static_cast<int64_t>(path), crossover, packed);
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = weight.size(0);
   return y.view(shape);
+}
+}  // namespace
+
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                     const c10::intrusive_ptr<LinearGradSums>& sums, LinearPath path, double crossover) {
+  return linear_with(x, weight, bias, sums, path, crossover, nullptr);
 }
 
 }  // namespace functional
 
 LinearImpl::LinearImpl(const LinearOptions& options_) : options(options_) {
+  if (!(options.event_crossover() >= 0.0 && options.event_crossover() <= 1.0)) {
+    throw Error("the event-driven crossover is a firing fraction in [0, 1], got " +
+                std::to_string(options.event_crossover()));
+  }
   if (options.in_features() < 1 || options.out_features() < 1) {
     throw Error("linear layer sizes must be >= 1, got " + std::to_string(options.in_features()) + " -> " +
                 std::to_string(options.out_features()));
@@ -240,6 +325,7 @@ LinearImpl::LinearImpl(const LinearOptions& options_) : options(options_) {
 }
 
 void LinearImpl::reset() {
+  packed_ = PackedLinear{};
   grad_sums_ = options.carry_grad_sums() ? c10::make_intrusive<LinearGradSums>() : c10::intrusive_ptr<LinearGradSums>();
   weight = register_parameter("weight", torch::empty({options.out_features(), options.in_features()}));
   bias = register_parameter("bias", options.bias() ? torch::empty({options.out_features()}) : torch::Tensor(),
@@ -253,7 +339,37 @@ void LinearImpl::reset() {
   }
 }
 
-torch::Tensor LinearImpl::forward(const torch::Tensor& x) { return functional::linear(x, weight, bias, grad_sums_); }
+torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
+  LinearPath path = options.path();
+  if (path == LinearPath::kAuto && x.is_cpu() && x.numel() > 0 &&
+      (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble)) {
+    // Decided here rather than in functional::linear so that the module can
+    // report what it chose (the benchmark prints it).
+    last_density_ = functional::density_of(x.contiguous());
+    path = functional::choose_path(last_density_, options.event_crossover(), options.out_features());
+  }
+  last_path_ = path;
+  const PackedLinear* packed = nullptr;
+  if (x.is_cpu() && weight.is_cpu()) {
+    // Packed once per pipeline run (FrozenWeights), else on every call.
+    const uint64_t epoch = FrozenWeights::epoch();
+    const bool fresh = epoch != 0 && packed_.epoch == epoch && packed_.source_weight.is_same(weight) &&
+                       packed_.weight_version == weight._version() && packed_.weight_data == weight.data_ptr() &&
+                       (!bias.defined() || (packed_.source_bias.is_same(bias) && packed_.bias_version == bias._version()));
+    if (!fresh) {
+      packed_.weight = functional::pack_tiles(weight.t());
+      packed_.bias = bias.defined() ? functional::pad_bias(bias) : torch::Tensor();
+      packed_.source_weight = weight;
+      packed_.source_bias = bias;
+      packed_.weight_version = weight._version();
+      packed_.weight_data = weight.data_ptr();
+      packed_.epoch = epoch;
+      packed_.bias_version = bias.defined() ? bias._version() : 0;
+    }
+    packed = &packed_;
+  }
+  return functional::linear_with(x, weight, bias, grad_sums_, path, options.event_crossover(), packed);
+}
 
 void LinearImpl::pretty_print(std::ostream& os) const {
   os << "snn::Linear(in_features=" << options.in_features() << ", out_features=" << options.out_features()

@@ -4,6 +4,7 @@
 
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
+#include "snn/core/frozen_weights.h"
 #include "snn/neurons/linear.h"
 
 namespace snn {
@@ -90,6 +91,105 @@ TEST(Linear, CarriedGradientSumsDoNotDependOnBlockingOrThreads) {
   (fc->forward(x) * gy).sum().backward();
   EXPECT_TRUE(torch::equal(fc->weight.grad(), ref.first));
   EXPECT_TRUE(torch::equal(fc->bias.grad(), ref.second));
+}
+
+// The dense and the event-driven kernels add the same products in the same
+// order, so every path gives the same values, on every ISA and thread count,
+// for spikes and for real-valued sparse inputs, and for layer sizes that
+// leave partial SIMD groups and tiles.
+TEST(Linear, DenseEventAndAutoPathsAgreeExactly) {
+  torch::manual_seed(4);
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{
+             {784, 37}, {13, 1}, {100, 10}, {64, 16}, {257, 70}, {1024, 1024}}) {
+      Linear dense(LinearOptions(in, out).path(LinearPath::kDense));
+      dense->to(dtype);
+      Linear event(LinearOptions(in, out).path(LinearPath::kEvent));
+      event->to(dtype);
+      Linear automatic(LinearOptions(in, out));
+      automatic->to(dtype);
+      torch::NoGradGuard no_grad;
+      for (Linear* m : {&event, &automatic}) {
+        (*m)->weight.copy_(dense->weight);
+        (*m)->bias.copy_(dense->bias);
+      }
+      for (double p : {0.0, 0.02, 0.3, 0.9}) {
+        const torch::Tensor spikes = (torch::rand({3, 35, in}) < p).to(dtype);
+        const torch::Tensor real = spikes * torch::randn({3, 35, in}, dtype);
+        for (const torch::Tensor& x : {spikes, real}) {
+          const torch::Tensor ref = dense->forward(x);
+          const torch::Tensor ref_close = torch::nn::functional::linear(x, dense->weight, dense->bias);
+          const double tol = dtype == torch::kFloat ? 1e-4 : 1e-10;
+          ASSERT_TRUE(torch::allclose(ref, ref_close, tol, tol)) << in << "x" << out << " p " << p;
+          EXPECT_TRUE(torch::equal(event->forward(x), ref)) << in << "x" << out << " p " << p;
+          EXPECT_TRUE(torch::equal(automatic->forward(x), ref)) << in << "x" << out << " p " << p;
+          EXPECT_EQ(automatic->last_path(), functional::choose_path(automatic->last_density(), kLinearEventCrossover, out));
+          set_cpu_isa(CpuIsa::kBaseline);
+          EXPECT_TRUE(torch::equal(event->forward(x), ref)) << "baseline " << in << "x" << out << " p " << p;
+          EXPECT_TRUE(torch::equal(dense->forward(x), ref)) << "baseline " << in << "x" << out << " p " << p;
+          set_cpu_isa(CpuIsa::kAuto);
+          const int saved = at::get_num_threads();
+          at::set_num_threads(1);
+          EXPECT_TRUE(torch::equal(event->forward(x), ref)) << "1 thread " << in << "x" << out;
+          at::set_num_threads(saved);
+        }
+      }
+    }
+  }
+}
+
+TEST(Linear, AutoChoosesByMeasuredDensity) {
+  Linear fc(256, 512);
+  torch::NoGradGuard no_grad;
+  fc->forward(torch::zeros({8, 256}));
+  EXPECT_EQ(fc->last_path(), LinearPath::kEvent);
+  EXPECT_EQ(fc->last_density(), 0.0);
+  fc->forward(torch::ones({8, 256}));
+  EXPECT_EQ(fc->last_path(), LinearPath::kDense);
+  EXPECT_EQ(fc->last_density(), 1.0);
+  // Narrow layers amortise the event-driven lists less.
+  EXPECT_EQ(functional::choose_path(0.3, 0.38, 1024), LinearPath::kEvent);
+  EXPECT_EQ(functional::choose_path(0.3, 0.38, 10), LinearPath::kDense);
+  EXPECT_THROW(Linear(LinearOptions(4, 3).event_crossover(1.5)), Error);
+}
+
+// The packed weights are a cache: every change of the parameters (an
+// optimiser step, a load, a dtype change) must reach the next forward.
+TEST(Linear, PackedWeightsFollowEveryParameterChange) {
+  torch::manual_seed(5);
+  Linear fc(40, 19);
+  const torch::Tensor x = (torch::rand({4, 40}) < 0.5).to(torch::kFloat);
+  auto reference = [&](const torch::Tensor& in) { return torch::nn::functional::linear(in, fc->weight, fc->bias); };
+  EXPECT_TRUE(torch::allclose(fc->forward(x), reference(x), 1e-5, 1e-5));
+  {
+    torch::NoGradGuard no_grad;
+    fc->weight.mul_(-2.0);
+  }
+  EXPECT_TRUE(torch::allclose(fc->forward(x), reference(x), 1e-5, 1e-5));
+  {
+    torch::NoGradGuard no_grad;
+    fc->bias.add_(1.0);
+  }
+  EXPECT_TRUE(torch::allclose(fc->forward(x), reference(x), 1e-5, 1e-5));
+  torch::optim::SGD sgd(fc->parameters(), torch::optim::SGDOptions(0.5));
+  fc->forward(x).sum().backward();
+  sgd.step();
+  EXPECT_TRUE(torch::allclose(fc->forward(x), reference(x), 1e-5, 1e-5));
+  fc->to(torch::kDouble);
+  const torch::Tensor xd = x.to(torch::kDouble);
+  EXPECT_TRUE(torch::allclose(fc->forward(xd), reference(xd), 1e-12, 1e-12));
+  // Within a FrozenWeights guard the packing is reused; a new guard repacks.
+  {
+    const FrozenWeights frozen;
+    EXPECT_TRUE(torch::allclose(fc->forward(xd), reference(xd), 1e-12, 1e-12));
+    EXPECT_TRUE(torch::allclose(fc->forward(xd), reference(xd), 1e-12, 1e-12));
+  }
+  {
+    torch::NoGradGuard no_grad;
+    fc->weight.data().mul_(3.0);  // unseen by the version counter
+  }
+  const FrozenWeights frozen;
+  EXPECT_TRUE(torch::allclose(fc->forward(xd), reference(xd), 1e-12, 1e-12));
 }
 
 TEST(Linear, WithoutBiasAndBadShapes) {

@@ -1,7 +1,16 @@
 #pragma once
 /// A fully connected synapse layer whose results do not depend on how the
 /// rows are batched: y = x W^T + b, each output summed over the inputs in
-/// ascending order, skipping zero inputs (an event-driven pass for spikes).
+/// ascending order.
+///
+/// Two CPU kernels compute it, with identical results: a dense one
+/// (register-tiled over 4 rows x 16 outputs, every input) and an
+/// event-driven one, which lists each row's nonzero inputs (the spikes) and
+/// adds only their weight rows. Skipping a zero input skips an addition of
+/// +-0, which changes no value, so the choice is free to follow speed: by
+/// default each call measures the fraction of nonzero inputs and takes the
+/// event-driven kernel below a crossover measured on our CPUs
+/// (bench/linear_crossover.sh).
 ///
 /// Why not torch::nn::Linear: BLAS GEMMs choose their kernels and summation
 /// order by matrix shape and thread count, so a sample's output changes in
@@ -27,6 +36,21 @@
 
 namespace snn {
 
+/// Which CPU kernel snn::Linear's forward uses (and its input gradient). All
+/// give the same values; only the speed differs.
+enum class LinearPath {
+  kAuto,   ///< event-driven below the crossover input density, else dense
+  kDense,  ///< every input, register-tiled
+  kEvent,  ///< only the nonzero inputs (spikes) of each row
+};
+
+/// The default crossover of LinearPath::kAuto: the fraction of nonzero
+/// inputs below which the event-driven kernel is faster, for wide layers
+/// (narrower ones use less of it, see functional::choose_path). Measured
+/// with bench/linear_bench on an AVX2 EPYC (Zen 3), 1 thread, in = 256..1024,
+/// out = 10..1024: see the README's benchmark section.
+inline constexpr double kLinearEventCrossover = 0.38;
+
 /// Options of snn::Linear.
 struct LinearOptions {
   LinearOptions(int64_t in_features, int64_t out_features) : in_features_(in_features), out_features_(out_features) {}
@@ -43,6 +67,12 @@ struct LinearOptions {
   /// them, only .grad does. Default false (gradients through autograd,
   /// summed in double within each call).
   TORCH_ARG(bool, carry_grad_sums) = false;
+  /// CPU kernel of the forward product. Default kAuto.
+  TORCH_ARG(LinearPath, path) = LinearPath::kAuto;
+  /// kAuto's crossover: input density (fraction of nonzero inputs, in
+  /// [0, 1]) below which the event-driven kernel runs. Default
+  /// kLinearEventCrossover.
+  TORCH_ARG(double, event_crossover) = kLinearEventCrossover;
 };
 
 /// Double-precision running sums of one layer's parameter gradients across
@@ -57,6 +87,18 @@ struct LinearGradSums : torch::CustomClassHolder {
   uint32_t written_weight_version = 0, written_bias_version = 0;
 };
 
+/// A layer's weights as the CPU kernels read them ([tiles, in, 16] output
+/// tiles, the bias zero-padded to match). The module keeps them across
+/// calls while a snn::FrozenWeights guard lives (a pipeline run), and packs
+/// them anew on every call otherwise.
+struct PackedLinear {
+  torch::Tensor weight, bias;
+  torch::Tensor source_weight, source_bias;
+  uint32_t weight_version = 0, bias_version = 0;
+  const void* weight_data = nullptr;  // set_data (module.to(dtype)) keeps the tensor, not its storage
+  uint64_t epoch = 0;                 // FrozenWeights::epoch() when packed
+};
+
 namespace functional {
 /// y[..., o] = b[o] + sum over f in ascending order, x[..., f] != 0, of x[..., f] W[o, f].
 /// x: [..., in] float32/float64; weight [out, in]; bias [out] or undefined.
@@ -65,8 +107,20 @@ namespace functional {
 /// and rounded once per call; pass `sums` to carry the sums across calls
 /// instead (the module does): the gradients then go straight to
 /// weight.grad() / bias.grad(), not through autograd's accumulation.
+/// `path` picks the CPU kernel (all give the same values); kAuto compares
+/// the density of x with `crossover`.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {},
-                     const c10::intrusive_ptr<LinearGradSums>& sums = {});
+                     const c10::intrusive_ptr<LinearGradSums>& sums = {}, LinearPath path = LinearPath::kAuto,
+                     double crossover = kLinearEventCrossover);
+
+/// The fraction of nonzero entries of a CPU float/double tensor (its
+/// measured firing fraction, for spikes), estimated from at most about 64K
+/// entries (whole rows of the last dimension, evenly spaced).
+double density_of(const torch::Tensor& x);
+
+/// kAuto's choice for an input of this density and a layer of `out`
+/// outputs: event-driven below crossover * (1 - 0.45 / ceil(out / 16)).
+LinearPath choose_path(double density, double crossover, int64_t out);
 }  // namespace functional
 
 /// Batch-invariant fully connected layer (see the file comment); initialised
@@ -79,12 +133,19 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   /// x [..., in] -> [..., out]; any leading dimensions ([T, B] included).
   torch::Tensor forward(const torch::Tensor& x);
   void pretty_print(std::ostream& stream) const override;
+  /// The kernel the last CPU forward used, and the input density it
+  /// measured (kAuto only; -1 when it did not measure).
+  LinearPath last_path() const { return last_path_; }
+  double last_density() const { return last_density_; }
   LinearOptions options;
   torch::Tensor weight;
   torch::Tensor bias;
 
  private:
   c10::intrusive_ptr<LinearGradSums> grad_sums_;
+  PackedLinear packed_;
+  LinearPath last_path_ = LinearPath::kAuto;
+  double last_density_ = -1.0;
 };
 TORCH_MODULE(Linear);
 
