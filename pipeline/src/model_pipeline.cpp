@@ -11,6 +11,7 @@
 
 #include "snn/core/build_info.h"
 #include "snn/core/error.h"
+#include "snn/core/frozen_weights.h"
 #include "snn/pipeline/bounded_queue.h"
 
 #if SNN_WITH_CUDA
@@ -109,11 +110,20 @@ void ModelPipeline::reset_state() {
 }
 
 std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool time_blocks) {
+  // No parameter changes during a run: layers may keep derived weights
+  // (snn::Linear's packing) across its blocks.
+  const FrozenWeights frozen;
   const size_t n_stages = stages_.size();
+  // One stage has nothing to overlap with: it runs on the caller's thread
+  // (no thread start per call, warm thread-local buffers), and its results
+  // wait in a queue long enough for all of them.
+  const bool inline_stage = n_stages == 1;
   // queues[k] feeds stage k (k >= 1); queues[S] carries the results.
   std::vector<std::unique_ptr<BoundedQueue<Handoff>>> queues;
   for (size_t k = 0; k <= n_stages; ++k) {
-    queues.push_back(std::make_unique<BoundedQueue<Handoff>>(static_cast<size_t>(options_.queue_capacity())));
+    const size_t capacity = inline_stage && k == n_stages ? std::max<size_t>(1, jobs.size())
+                                                          : static_cast<size_t>(options_.queue_capacity());
+    queues.push_back(std::make_unique<BoundedQueue<Handoff>>(capacity));
   }
   ErrorSlot errors(queues);
 
@@ -195,8 +205,12 @@ std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool
   };
 
   std::vector<std::thread> threads;
-  threads.reserve(n_stages);
-  for (size_t k = 0; k < n_stages; ++k) threads.emplace_back(worker, k);
+  if (inline_stage) {
+    worker(0);
+  } else {
+    threads.reserve(n_stages);
+    for (size_t k = 0; k < n_stages; ++k) threads.emplace_back(worker, k);
+  }
   std::vector<torch::Tensor> outputs;
   outputs.reserve(jobs.size());
   for (size_t j = 0; j < jobs.size(); ++j) {

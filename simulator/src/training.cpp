@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "snn/core/error.h"
+#include "snn/core/frozen_weights.h"
 #include "snn/pipeline/bounded_queue.h"
 #include "snn/recording/events.h"
 #include "snn/recording/recording_file.h"
@@ -388,6 +389,9 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
   const int64_t T = net.config().steps;
   const auto t0 = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
+  // The weights stay as they are for the whole evaluation: layers pack
+  // theirs once, not once per batch.
+  const FrozenWeights frozen;
   std::unique_ptr<BatchRecorder> recorder = record ? std::make_unique<BatchRecorder>(net, *record) : nullptr;
   if (recorder && record->on_open) record->on_open();
   // A resumed recording's committed samples are read back, not simulated.
