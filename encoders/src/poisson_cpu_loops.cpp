@@ -73,6 +73,16 @@ void poisson_range(const PoissonArgs<T, S>& a, int64_t b0, int64_t b1) {
       const uint32_t step = static_cast<uint32_t>(a.first_step + t);
       S* __restrict__ out = a.out + (t * a.batch + b) * a.features;
       for (int64_t k = 0; k < tiles; ++k) {
+        // A tile whose probabilities are all <= 0 (an image's blank border,
+        // most of MNIST) cannot spike, whatever its draws (u >= 0): its
+        // Philox blocks are skipped, which changes no result.
+        bool live = false;
+#pragma omp simd reduction(| : live)
+        for (int64_t e = 0; e < kTile; ++e) live = live | (p[k * kTile + e] * scale > T(0));
+        if (!live) {
+          for (int64_t e = 0; e < kTile; ++e) out[k * kTile + e] = S(0);
+          continue;
+        }
         // One SIMD lane per group: 8 Philox blocks, then 4 contiguous rows.
         uint32_t w[4][kGroupsPerTile];
         philox_tile(a.seed, sample, step, static_cast<uint32_t>(k * kGroupsPerTile), w);

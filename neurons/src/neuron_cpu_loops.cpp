@@ -46,7 +46,7 @@ struct ForwardLoop {
           T h;
           bool active;
           const bool spike = step<F, kDivide, kHard, kRefractory>(x[i], v[i], ref[i], h, active, c);
-          s[i] = static_cast<S>(spike);
+          s[i] = spike ? S(1) : S(0);
           if constexpr (kTrace) {
             ht[i] = h;
             vt[i] = v[i];
