@@ -24,6 +24,7 @@
 
 #include "snn/encoders/encoders.h"
 #include "snn/neurons/functional.h"
+#include "snn/simulator/torch_config.h"
 
 namespace {
 
@@ -37,28 +38,6 @@ double seconds_best_of(int reps, const std::function<void()>& fn) {
     best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
   }
   return best;
-}
-
-void print_config(int threads) {
-  std::printf("LibTorch %s, intra-op threads: %d (set with --threads)\n", TORCH_VERSION, threads);
-  const std::string config = at::show_config();
-  // The lines that say which BLAS / LAPACK / oneDNN LibTorch dispatches to.
-  size_t pos = 0;
-  while (pos < config.size()) {
-    const size_t end = config.find('\n', pos);
-    const std::string line = config.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    if (line.find("Math Kernel") != std::string::npos || line.find("MKL-DNN") != std::string::npos ||
-        line.find("OpenBLAS") != std::string::npos || line.find("LAPACK") != std::string::npos ||
-        line.find("CPU capability") != std::string::npos) {
-      std::printf("  %s\n", line.c_str());
-    }
-    if (line.find("BLAS_INFO") != std::string::npos) {
-      const auto b = line.find("BLAS_INFO=");
-      std::printf("  BLAS_INFO=%s\n", line.substr(b + 10, line.find(',', b) - b - 10).c_str());
-    }
-    if (end == std::string::npos) break;
-    pos = end + 1;
-  }
 }
 
 }  // namespace
@@ -86,7 +65,7 @@ int main(int argc, char** argv) {
   }
   at::set_num_threads(threads);
   torch::NoGradGuard no_grad;
-  print_config(threads);
+  std::printf("%s", snn::torch_config_summary(threads).c_str());
   std::printf("N = %lld neurons, T = %lld steps, best of %d runs\n\n", static_cast<long long>(n),
               static_cast<long long>(steps), reps);
 

@@ -27,6 +27,10 @@ Run add_recover_command(CLI::App& app);
 Run add_sweep_command(CLI::App& app);
 /// `snnsim analyze`: statistics of a recording.
 Run add_analyze_command(CLI::App& app);
+/// `snnsim bench`: simulation throughput against a naive per-step loop.
+Run add_bench_command(CLI::App& app);
+/// The embedded MNIST subset's folder (the source tree's, else the installed copy).
+std::string default_data_dir();
 /// "500M"-style sizes for `flag`: bytes, or with a K, M, G or T suffix
 /// (powers of 1024); throws snn::Error naming the flag otherwise.
 double parse_bytes(const std::string& flag, const std::string& text);

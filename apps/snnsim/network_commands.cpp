@@ -57,20 +57,6 @@ std::vector<int64_t> parse_balance(const std::string& text) {
   return out;
 }
 
-// The embedded MNIST subset: the source tree's copy while it exists (a
-// build tree), else the installed copy relative to the executable.
-std::string default_data_dir() {
-  struct stat st {};
-  if (::stat(SNN_DEFAULT_DATA_DIR, &st) == 0) return SNN_DEFAULT_DATA_DIR;
-  char exe[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return SNN_DEFAULT_DATA_DIR;
-  std::string dir(exe, static_cast<size_t>(n));
-  dir = dir.substr(0, dir.rfind('/'));    // .../bin
-  dir = dir.substr(0, dir.rfind('/'));    // the prefix
-  return dir + "/" + SNN_INSTALLED_DATA_DIR;
-}
-
 // Flags that place and time the simulation (train and run).
 struct SimFlags {
   std::string devices = "cpu";
@@ -602,6 +588,21 @@ std::vector<std::string> given_options(const CLI::App* cmd) {
 }
 
 int stop_signal() { return g_stop_signal.load(); }
+
+// The embedded MNIST subset: the source tree's copy while it exists (a
+// build tree), else the installed copy relative to the executable.
+std::string default_data_dir() {
+  struct stat st {};
+  if (::stat(SNN_DEFAULT_DATA_DIR, &st) == 0) return SNN_DEFAULT_DATA_DIR;
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n <= 0) return SNN_DEFAULT_DATA_DIR;
+  std::string dir(exe, static_cast<size_t>(n));
+  dir = dir.substr(0, dir.rfind('/'));    // .../bin
+  dir = dir.substr(0, dir.rfind('/'));    // the prefix
+  return dir + "/" + SNN_INSTALLED_DATA_DIR;
+}
+
 
 Run add_recover_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();

@@ -53,6 +53,11 @@ class SpikingNetwork {
   /// A pipeline over config.devices with config.balance (built anew; the
   /// modules are shared, so training through it updates this network).
   ModelPipeline make_pipeline() const;
+  /// The encoder, synapse layers and neuron layers' modules in order
+  /// (for benchmarks that time them one by one).
+  const PoissonEncoder& encoder() const { return encoder_; }
+  const std::vector<Linear>& synapses() const { return synapses_; }
+  const std::vector<torch::nn::AnyModule>& neuron_modules() const { return neuron_modules_; }
   /// Neuron layers in order (for firing rates and state).
   const std::vector<std::shared_ptr<NeuronLayer>>& neuron_layers() const { return neurons_; }
   /// The auto-balancer: times each (synapse, neuron) layer on `images`

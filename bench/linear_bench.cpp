@@ -1,0 +1,100 @@
+// The crossover between snn::Linear's dense and event-driven CPU kernels:
+// for each layer size and input firing fraction p (spikes drawn with
+// probability p), the time per row of the dense kernel, the event-driven
+// kernel, the automatic choice and LibTorch's BLAS GEMM (at::linear, the
+// naive loops' product) in the same run, and the automatic choice's time
+// over the faster of the two kernels (the target is <= 1.2 everywhere).
+//
+//   linear_bench [--threads N] [--rows R] [--reps R]
+
+#include <ATen/Parallel.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "snn/core/frozen_weights.h"
+#include "snn/neurons/linear.h"
+#include "snn/simulator/torch_config.h"
+
+namespace {
+
+double seconds_best_of(int reps, const std::function<void()>& fn) {
+  fn();
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int threads = 1;
+  int64_t rows = 640;  // B = 64 samples x K = 10 steps
+  int reps = 5;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    const long long v = std::atoll(argv[i + 1]);
+    if (flag == "--threads") threads = static_cast<int>(v);
+    else if (flag == "--rows") rows = v;
+    else if (flag == "--reps") reps = static_cast<int>(v);
+    else {
+      std::fprintf(stderr, "linear_bench: unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (threads < 1 || rows < 1 || reps < 1) {
+    std::fprintf(stderr, "linear_bench: --threads, --rows and --reps must be >= 1\n");
+    return 2;
+  }
+  at::set_num_threads(threads);
+  torch::NoGradGuard no_grad;
+  // As in a pipeline run: the layers pack their weights once.
+  const snn::FrozenWeights frozen;
+  std::printf("%s", snn::torch_config_summary(threads).c_str());
+  std::printf("rows = %lld per call, best of %d; times in microseconds per row; crossover %.3f\n\n",
+              static_cast<long long>(rows), reps, snn::kLinearEventCrossover);
+  std::printf("%5s %5s %7s %9s %9s %9s %9s %6s %7s\n", "in", "out", "p", "dense", "event", "auto", "blas",
+              "chose", "auto/best");
+  double worst = 0;
+  const std::vector<double> rates{0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5};
+  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{784, 256}, {784, 1024}, {256, 256}, {1024, 1024}, {1024, 10}}) {
+    torch::manual_seed(0);
+    snn::Linear dense(snn::LinearOptions(in, out).path(snn::LinearPath::kDense));
+    snn::Linear event(snn::LinearOptions(in, out).path(snn::LinearPath::kEvent));
+    snn::Linear automatic(snn::LinearOptions(in, out));
+    event->weight.copy_(dense->weight);
+    event->bias.copy_(dense->bias);
+    automatic->weight.copy_(dense->weight);
+    automatic->bias.copy_(dense->bias);
+    for (double p : rates) {
+      const torch::Tensor x = (torch::rand({rows, in}) < p).to(torch::kFloat);
+      torch::Tensor yd, ye;
+      const double td = seconds_best_of(reps, [&] { yd = dense->forward(x); });
+      const double te = seconds_best_of(reps, [&] { ye = event->forward(x); });
+      const double ta = seconds_best_of(reps, [&] { automatic->forward(x); });
+      const double tb = seconds_best_of(reps, [&] { torch::nn::functional::linear(x, dense->weight, dense->bias); });
+      if (!torch::equal(yd, ye)) {
+        std::fprintf(stderr, "linear_bench: dense and event-driven results differ at in %lld out %lld p %g\n",
+                     static_cast<long long>(in), static_cast<long long>(out), p);
+        return 1;
+      }
+      const double ratio = ta / std::min(td, te);
+      worst = std::max(worst, ratio);
+      const bool chose_event = automatic->last_path() == snn::LinearPath::kEvent;
+      std::printf("%5lld %5lld %6.1f%% %9.3f %9.3f %9.3f %9.3f %6s %7.2f\n", static_cast<long long>(in),
+                  static_cast<long long>(out), 100 * p, td / rows * 1e6, te / rows * 1e6, ta / rows * 1e6,
+                  tb / rows * 1e6, chose_event ? "event" : "dense", ratio);
+    }
+  }
+  std::printf("\nworst auto / best: %.2f\n", worst);
+  return 0;
+}
