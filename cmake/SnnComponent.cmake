@@ -17,7 +17,9 @@ function(snn_add_component name)
   # -fno-trapping-math and -fno-math-errno (as LibTorch itself is built) let
   # GCC if-convert and vectorise the kernels' selects; unlike -ffast-math
   # they change no result.
-  target_compile_options(${target} PRIVATE -Wall -Wextra -fopenmp-simd -fno-trapping-math -fno-math-errno)
+  # -fopenmp: at::parallel_for's threads (see SnnDependencies.cmake).
+  target_compile_options(${target} PRIVATE -Wall -Wextra -fopenmp -fno-trapping-math -fno-math-errno)
+  target_link_libraries(${target} PRIVATE ${SNN_OPENMP_LIBRARY})
   if(ARG_ISA_SOURCES)
     # Hot CPU loops compiled once per instruction set, each into namespace
     # SNN_ISA, for the caller to pick at run time (__builtin_cpu_supports):

@@ -40,7 +40,19 @@ separate_arguments(_snn_torch_flags UNIX_COMMAND "${TORCH_CXX_FLAGS}")
 add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${_snn_torch_flags}>")
 
 find_package(Threads REQUIRED)
+# at::parallel_for is an inline template that splits work with
+# `#pragma omp parallel` (the wheel's LibTorch is built with OpenMP): code
+# that calls it must be compiled with -fopenmp, or it silently runs on one
+# thread. It must also use the OpenMP runtime LibTorch loaded, the wheel's
+# own libgomp, not a second copy.
 find_package(OpenMP COMPONENTS CXX)
+if(EXISTS "${TORCH_INSTALL_PREFIX}/lib/libgomp.so.1")
+  set(SNN_OPENMP_LIBRARY "${TORCH_INSTALL_PREFIX}/lib/libgomp.so.1")
+elseif(OpenMP_CXX_FOUND)
+  set(SNN_OPENMP_LIBRARY OpenMP::OpenMP_CXX)
+else()
+  message(FATAL_ERROR "no OpenMP runtime: LibTorch's at::parallel_for needs one (Debian: g++ brings libgomp)")
+endif()
 # fmt is used header-only (fmt::fmt-header-only): the torch wheel ships its
 # own, newer fmt headers on the include path of every target that links
 # LibTorch, and linking Debian's libfmt against those headers would mix ABIs.
