@@ -139,7 +139,7 @@ torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weigh
 }
 
 // Adds the weight gradient of x2 [steps * batch, in] and gy [steps * batch,
-// out] (double, contiguous) to sum_t [in, out] (double), split across threads by input, each
+// out] (double) to sum_t [in, out] (double), split across threads by input, each
 // input's sums in BPTT row order: bit-identical for any thread count.
 void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g, torch::Tensor& sum_t, int64_t steps) {
   const torch::Tensor x = x2.contiguous();
@@ -147,7 +147,8 @@ void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g, torch::Ten
   const int64_t batch = rows / steps;
   const bool use_avx2 = cpu_loops_use_avx2();
   double* sp = sum_t.data_ptr<double>();
-  const double* gp = g.data_ptr<double>();
+  const torch::Tensor g_packed = pack_tiles(g);  // [tiles, rows, 16], as the kernel reads it
+  const double* gp = g_packed.data_ptr<double>();
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear_weight_grad", [&] {
     const scalar_t* xp = x.data_ptr<scalar_t>();
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, rows * out / 8));

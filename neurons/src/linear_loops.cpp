@@ -309,28 +309,122 @@ int64_t count_nonzero(const T* x, int64_t n) {
 }
 
 // Adds a block's weight gradient to double running sums for the inputs f in
-// [f0, f1): sum_t[f, o] += x[r, f] * gy[r, o]. The rows are visited in the
-// order backpropagation through time visits the steps (steps descending,
-// samples ascending), so a sum carried across blocks sees the same sequence
-// of additions whatever the block length; the products of floats are exact
-// in double. Zero inputs (no spike) are skipped.
+// [f0, f1): sum_t[f, o] += x[r, f] * gy[r, o]. Every sum visits the rows in
+// the order backpropagation through time visits the steps (steps
+// descending, samples ascending), so a sum carried across blocks sees the
+// same sequence of additions whatever the block length; the products of
+// floats are exact in double. Zero inputs (no spike) are skipped.
+//
+// Shape: each input's nonzero rows are listed first (in that order), then
+// for each tile of 16 outputs and each input the tile's sums stay in
+// registers over the input's whole list, reading the tile's column of gy;
+// the sums are read and written once per call. gy comes packed like the
+// weights, [tiles, rows, 16] (zero-padded), so that the tile's column is
+// contiguous (rows x 128 bytes, in L2) rather than a stride that maps every
+// row to the same few cache sets.
 template <typename T>
 void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in, int64_t out, int64_t steps,
                         int64_t batch, int64_t f0, int64_t f1) {
+  using V = Simd<double>::type;
+  constexpr int64_t L = sizeof(V) / sizeof(double);
+  constexpr int NV = kTile / L;  // vectors per tile
+  const int64_t nf = f1 - f0, rows = steps * batch;
+  // Each thread's lists, kept between calls: no allocation in steady state.
+  // List f holds its entries at [start[f], start[f] + count) with one spare
+  // slot after it, so that the fill below can write without branching.
+  thread_local std::vector<int64_t> start, next;
+  thread_local std::vector<int32_t> row_of;
+  thread_local std::vector<double> value;
+  start.assign(nf + 1, 0);
+  bool binary = true;  // every nonzero input is 1 (spikes): no products, no values
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * in + f0;
+    bool ones = true;
+#pragma omp simd reduction(&& : ones)
+    for (int64_t f = 0; f < nf; ++f) {
+      start[f + 1] += xr[f] != T(0) ? 1 : 0;
+      ones = ones && (xr[f] == T(0) || xr[f] == T(1));
+    }
+    binary = binary && ones;
+  }
+  for (int64_t f = 0; f < nf; ++f) start[f + 1] += start[f] + 1;
+  if (static_cast<int64_t>(row_of.size()) < start[nf]) {
+    row_of.resize(start[nf]);
+    value.resize(start[nf]);
+  }
+  next.assign(start.begin(), start.end() - 1);
+  int64_t* nx = next.data();
+  int32_t* ro = row_of.data();
+  double* va = value.data();
   for (int64_t s = steps - 1; s >= 0; --s) {
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t r = s * batch + b;
-      const T* xr = x + r * in;
-      const double* __restrict__ g = gy + r * out;
-      for (int64_t f = f0; f < f1; ++f) {
+      const T* xr = x + r * in + f0;
+      for (int64_t f = 0; f < nf; ++f) {
         const T xv = xr[f];
-        if (xv == T(0)) continue;
-        const double xd = static_cast<double>(xv);
-        double* __restrict__ acc = sum_t + f * out;
-#pragma omp simd
-        for (int64_t o = 0; o < out; ++o) acc[o] = acc[o] + xd * g[o];
+        ro[nx[f]] = static_cast<int32_t>(r);
+        if (!binary) va[nx[f]] = static_cast<double>(xv);
+        nx[f] += xv != T(0);
       }
     }
+  }
+  const int32_t* rows_p = row_of.data();
+  const double* vals = value.data();
+  const int64_t tiles = (out + kTile - 1) / kTile;
+  // Two tiles per pass over a list where there are two: eight independent
+  // sums hide the latency of the additions (each sum's own order is kept).
+  for (int64_t t = 0; t < tiles;) {
+    const int64_t nt = t + 1 < tiles ? 2 : 1;
+    for (int64_t f = 0; f < nf; ++f) {
+      // The sums of whole tiles are read and written in place; a partial
+      // last tile goes through a zero-padded copy.
+      double* row = sum_t + (f0 + f) * out;
+      const bool whole = (t + nt) * kTile <= out;
+      double edge[2 * kTile] = {};
+      double* sums = row + t * kTile;
+      if (!whole) {
+        std::memcpy(edge, sums, (out - t * kTile) * sizeof(double));
+        sums = edge;
+      }
+      V acc[2 * NV];
+#pragma GCC unroll 8
+      for (int v = 0; v < 2 * NV; ++v) acc[v] = v < nt * NV ? load<V>(sums + v * L) : V{};
+      const double* g0 = gy + t * rows * kTile;
+      const double* g1 = nt == 2 ? g0 + rows * kTile : g0;  // g1 unused for one tile
+      const int64_t k0 = start[f], k1 = next[f];
+      if (binary && nt == 2) {
+        for (int64_t k = k0; k < k1; ++k) {
+          const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
+#pragma GCC unroll 8
+          for (int v = 0; v < NV; ++v) acc[v] = acc[v] + load<V>(g0 + off + v * L);
+#pragma GCC unroll 8
+          for (int v = 0; v < NV; ++v) acc[NV + v] = acc[NV + v] + load<V>(g1 + off + v * L);
+        }
+      } else if (binary) {
+        for (int64_t k = k0; k < k1; ++k) {
+          const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
+#pragma GCC unroll 8
+          for (int v = 0; v < NV; ++v) acc[v] = acc[v] + load<V>(g0 + off + v * L);
+        }
+      } else {
+        for (int64_t k = k0; k < k1; ++k) {
+          const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
+          const V xv = splat<V>(vals[k]);
+#pragma GCC unroll 8
+          for (int v = 0; v < NV; ++v) acc[v] = acc[v] + xv * load<V>(g0 + off + v * L);
+          if (nt == 2) {
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; ++v) acc[NV + v] = acc[NV + v] + xv * load<V>(g1 + off + v * L);
+          }
+        }
+      }
+#pragma GCC unroll 8
+      for (int v = 0; v < 2 * NV; ++v) {
+        if (v < nt * NV) store(sums + v * L, acc[v]);
+      }
+      if (!whole) std::memcpy(row + t * kTile, edge, (out - t * kTile) * sizeof(double));
+    }
+    t += nt;
   }
 }
 

@@ -138,6 +138,27 @@ TEST(Linear, DenseEventAndAutoPathsAgreeExactly) {
   }
 }
 
+// The weight gradient kernel works in tiles of 16 outputs, two at a time,
+// with a path for spikes (no products): every layer width and input kind
+// must give the double-precision reference.
+TEST(Linear, WeightGradientsMatchADoubleReferenceForEveryWidth) {
+  torch::manual_seed(6);
+  const int64_t T = 3, B = 7, I = 45;
+  for (int64_t O : {1, 10, 16, 19, 40, 300}) {
+    for (bool spikes : {true, false}) {
+      torch::Tensor x = (torch::rand({T, B, I}) < 0.3).to(torch::kFloat);
+      if (!spikes) x = x * torch::randn({T, B, I});
+      const torch::Tensor gy = torch::randn({T, B, O});
+      Linear fc(LinearOptions(I, O).carry_grad_sums(true));
+      (fc->forward(x) * gy).sum().backward();
+      const torch::Tensor gw =
+          gy.reshape({-1, O}).to(torch::kDouble).t().matmul(x.reshape({-1, I}).to(torch::kDouble));
+      EXPECT_TRUE(torch::allclose(fc->weight.grad().to(torch::kDouble), gw, 1e-5, 1e-5))
+          << "out " << O << (spikes ? " spikes" : " real inputs");
+    }
+  }
+}
+
 TEST(Linear, AutoChoosesByMeasuredDensity) {
   Linear fc(256, 512);
   torch::NoGradGuard no_grad;
