@@ -42,11 +42,11 @@ double density_of(const torch::Tensor& x_any) {
   TORCH_CHECK(x_any.is_cpu(), "density_of: a CPU tensor is needed, got one on ", x_any.device());
   const torch::Tensor x = x_any.contiguous();
   if (x.numel() == 0) return 0.0;
-  // An estimate from at most ~64K entries (whole rows, evenly spaced) is
+  // An estimate from about 16K entries (whole rows, evenly spaced) is
   // all the choice of kernel needs; counting everything would cost as much
   // as the event-driven product of a narrow layer.
   const int64_t cols = x.dim() == 0 ? 1 : x.size(-1), rows = x.numel() / cols;
-  const int64_t stride = std::max<int64_t>(1, rows / std::max<int64_t>(1, 65536 / cols));
+  const int64_t stride = std::max<int64_t>(1, rows / std::max<int64_t>(1, 16384 / cols));
   const bool use_avx2 = cpu_loops_use_avx2();
   int64_t nonzero = 0, seen = 0;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear_density", [&] {

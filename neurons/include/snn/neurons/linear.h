@@ -114,7 +114,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
                      double crossover = kLinearEventCrossover);
 
 /// The fraction of nonzero entries of a CPU float/double tensor (its
-/// measured firing fraction, for spikes), estimated from at most about 64K
+/// measured firing fraction, for spikes), estimated from about 16K
 /// entries (whole rows of the last dimension, evenly spaced).
 double density_of(const torch::Tensor& x);
 

@@ -4,8 +4,9 @@
 /// A network is split into stages, each a LibTorch module on a device (CPU
 /// or cuda:N), run in the order appended. constant_forward(x, T) feeds the
 /// constant input x for T steps; each stage runs on its own worker thread
-/// and hands blocks of K = steps_per_tick steps ([K, B, ...], time first) to
-/// the next through a bounded queue, so the stages overlap in wall time:
+/// (a lone stage on the caller's) and hands blocks of K = steps_per_tick
+/// steps ([K, B, ...], time first) to the next through a bounded queue, so
+/// the stages overlap in wall time:
 ///
 ///   tick:     0     1     2     3     4     5          (S = 3 stages,
 ///   stage 0:  b0    b1    b2    b3                     4 blocks b0..b3)
