@@ -3,12 +3,11 @@
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "commands.h"
 #include "neuron_flags.h"
@@ -42,9 +41,7 @@ struct BenchFlags {
 
 std::vector<int64_t> parse_ks(const std::string& text) {
   std::vector<int64_t> ks;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, ',')) {
+  for (const std::string& part : split_list(text)) {
     const double v = parse_number("--steps-per-tick", part);
     if (v < 0 || v != static_cast<double>(static_cast<int64_t>(v))) {
       throw Error("--steps-per-tick: expected whole numbers >= 0 (0 = T) joined by ',', got '" + text + "'");
@@ -53,14 +50,6 @@ std::vector<int64_t> parse_ks(const std::string& text) {
   }
   if (ks.empty()) throw Error("--steps-per-tick: expected at least one value, got '" + text + "'");
   return ks;
-}
-
-std::vector<std::string> split_devices(const std::string& text) {
-  std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string part;
-  while (std::getline(in, part, ',')) out.push_back(part);
-  return out;
 }
 
 void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
@@ -77,7 +66,7 @@ void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
     LoadedCheckpoint loaded = load_checkpoint(f.checkpoint);
     c = loaded.network->config();
     c.steps = f.steps;
-    c.devices = split_devices(f.devices);
+    c.devices = split_list(f.devices);
     c.balance.clear();
     c.steps_per_tick = 0;
     c.validate();
@@ -91,7 +80,7 @@ void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
     c.neuron = neuron_params(f.neuron);
     c.seed = f.seed;
     c.steps = f.steps;
-    c.devices = split_devices(f.devices);
+    c.devices = split_list(f.devices);
     c.validate();
     if (!(f.weight_scale > 0)) throw Error("--weight-scale must be positive, got " + std::to_string(f.weight_scale));
     net = std::make_unique<SpikingNetwork>(c);

@@ -31,6 +31,8 @@ Run add_analyze_command(CLI::App& app);
 Run add_bench_command(CLI::App& app);
 /// The embedded MNIST subset's folder (the source tree's, else the installed copy).
 std::string default_data_dir();
+/// "a,b,c" -> {"a", "b", "c"} (flags that take comma-separated lists).
+std::vector<std::string> split_list(const std::string& text);
 /// "500M"-style sizes for `flag`: bytes, or with a K, M, G or T suffix
 /// (powers of 1024); throws snn::Error naming the flag otherwise.
 double parse_bytes(const std::string& flag, const std::string& text);

@@ -31,7 +31,6 @@
 #include "snn/simulator/training.h"
 
 namespace snn::app {
-namespace {
 
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
@@ -40,6 +39,8 @@ std::vector<std::string> split_list(const std::string& text) {
   while (std::getline(in, part, ',')) out.push_back(part);
   return out;
 }
+
+namespace {
 
 std::vector<int64_t> parse_balance(const std::string& text) {
   std::vector<int64_t> out;

@@ -10,7 +10,7 @@
 /// +-0, which changes no value, so the choice is free to follow speed: by
 /// default each call measures the fraction of nonzero inputs and takes the
 /// event-driven kernel below a crossover measured on our CPUs
-/// (bench/linear_crossover.sh).
+/// (bench/linear_bench.cpp).
 ///
 /// Why not torch::nn::Linear: BLAS GEMMs choose their kernels and summation
 /// order by matrix shape and thread count, so a sample's output changes in
