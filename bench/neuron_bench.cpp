@@ -7,11 +7,14 @@
 //     (x 4, spike 1, v read and written 8) and 4 + 1 + 8/T for multi-step
 //   - the Poisson encoder vs torch::rand + compare.
 // Prints LibTorch's BLAS / oneDNN configuration and the thread count.
+// With --device cuda everything runs on the GPU, and the bandwidth reference
+// is the same triad as one LibTorch kernel on the device (torch::add_out).
 //
-//   neuron_bench [--threads N] [--neurons N] [--steps T] [--reps R]
+//   neuron_bench [--threads N] [--neurons N] [--steps T] [--reps R] [--device cpu|cuda]
 
 #include <ATen/Parallel.h>
 #include <ATen/Version.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -28,12 +31,21 @@
 
 namespace {
 
+// On a GPU the clock only means something once the device has finished.
+bool g_sync_cuda = false;
+
+void sync() {
+  if (g_sync_cuda) torch::cuda::synchronize();
+}
+
 double seconds_best_of(int reps, const std::function<void()>& fn) {
   fn();  // warm-up: page faults, allocator
+  sync();
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
     fn();
+    sync();
     const auto t1 = std::chrono::steady_clock::now();
     best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
   }
@@ -47,10 +59,12 @@ int main(int argc, char** argv) {
   int64_t n = 1 << 18;  // 262,144 neurons
   int64_t steps = 32;
   int reps = 5;
+  std::string device_name = "cpu";
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long long value = std::atoll(argv[i + 1]);
-    if (flag == "--threads") threads = static_cast<int>(value);
+    if (flag == "--device") device_name = argv[i + 1];
+    else if (flag == "--threads") threads = static_cast<int>(value);
     else if (flag == "--neurons") n = value;
     else if (flag == "--steps") steps = value;
     else if (flag == "--reps") reps = static_cast<int>(value);
@@ -63,32 +77,53 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "neuron_bench: --threads, --neurons, --steps and --reps must be >= 1\n");
     return 2;
   }
+  if (device_name != "cpu" && device_name != "cuda") {
+    std::fprintf(stderr, "neuron_bench: --device must be cpu or cuda, got '%s'\n", device_name.c_str());
+    return 2;
+  }
+  if (device_name == "cuda" && !torch::cuda::is_available()) {
+    std::fprintf(stderr, "neuron_bench: --device cuda, but no CUDA device is available\n");
+    return 2;
+  }
+  const torch::Device device(device_name == "cuda" ? torch::kCUDA : torch::kCPU);
+  g_sync_cuda = device.is_cuda();
+  const auto on = torch::TensorOptions().device(device);
   at::set_num_threads(threads);
   torch::NoGradGuard no_grad;
   std::printf("%s", snn::torch_config_summary(threads).c_str());
-  std::printf("N = %lld neurons, T = %lld steps, best of %d runs\n\n", static_cast<long long>(n),
-              static_cast<long long>(steps), reps);
+  std::printf("N = %lld neurons, T = %lld steps, best of %d runs, device %s\n\n", static_cast<long long>(n),
+              static_cast<long long>(steps), reps, device.str().c_str());
 
-  // Memory-bandwidth reference: triad over arrays far larger than the caches.
-  const int64_t m = 1 << 24;
-  std::vector<float> a(m), b(m, 1.0f), c(m, 2.0f);
-  const double t_triad = seconds_best_of(reps, [&] {
-    float* __restrict__ pa = a.data();
-    const float* __restrict__ pb = b.data();
-    const float* __restrict__ pc = c.data();
+  // Memory-bandwidth reference: triad over arrays far larger than the caches
+  // (64 MiB each; 4x that on a GPU, whose L2 holds tens of MiB).
+  double triad_gbs = 0;
+  if (device.is_cuda()) {
+    const int64_t m = int64_t{1} << 26;
+    torch::Tensor a = torch::empty({m}, on), b = torch::ones({m}, on), c = torch::full({m}, 2.0f, on);
+    const double t_triad = seconds_best_of(reps, [&] { torch::add_out(a, b, c, 3.0); });
+    triad_gbs = 12.0 * m / t_triad / 1e9;
+    std::printf("%-38s %9.2f GB/s (12 bytes per element, one device kernel)\n", "triad a = b + s*c", triad_gbs);
+  } else {
+    const int64_t m = 1 << 24;
+    std::vector<float> a(m), b(m, 1.0f), c(m, 2.0f);
+    const double t_triad = seconds_best_of(reps, [&] {
+      float* __restrict__ pa = a.data();
+      const float* __restrict__ pb = b.data();
+      const float* __restrict__ pc = c.data();
 #pragma omp simd
-    for (int64_t i = 0; i < m; ++i) pa[i] = pb[i] + 3.0f * pc[i];
-  });
-  const double triad_gbs = 12.0 * m / t_triad / 1e9;
-  std::printf("%-38s %9.2f GB/s (12 bytes per element, 1 thread)\n", "triad a = b + s*c", triad_gbs);
+      for (int64_t i = 0; i < m; ++i) pa[i] = pb[i] + 3.0f * pc[i];
+    });
+    triad_gbs = 12.0 * m / t_triad / 1e9;
+    std::printf("%-38s %9.2f GB/s (12 bytes per element, 1 thread)\n", "triad a = b + s*c", triad_gbs);
+  }
 
-  const torch::Tensor x_seq = torch::rand({steps, n}) * 1.5;
+  const torch::Tensor x_seq = torch::rand({steps, n}, on) * 1.5;
   snn::NeuronParams lif;  // SpikingJelly defaults: tau 2, v_threshold 1, v_reset 0
   const double neuron_steps = static_cast<double>(n) * steps;
 
   // Naive tensor-op LIF, one step at a time.
   const double t_naive = seconds_best_of(reps, [&] {
-    torch::Tensor v = torch::zeros({n});
+    torch::Tensor v = torch::zeros({n}, on);
     for (int64_t t = 0; t < steps; ++t) {
       v = v + (x_seq[t] - v) / 2.0;
       const torch::Tensor s = v >= 1.0;
@@ -121,8 +156,8 @@ int main(int argc, char** argv) {
   report("fused LIF multi-step  (bool spikes)", t_multi, 4.0 + 1.0 + 8.0 / static_cast<double>(steps));
 
   // Poisson encoder vs torch::rand + compare, T steps of an [N] input.
-  const torch::Tensor p = torch::rand({1, n});
-  const torch::Tensor ids = torch::zeros({1}, torch::kLong);
+  const torch::Tensor p = torch::rand({1, n}, on);
+  const torch::Tensor ids = torch::zeros({1}, on.dtype(torch::kLong));
   snn::PoissonEncoderOptions enc;
   enc.spike_dtype(torch::kBool);
   const double t_enc = seconds_best_of(reps, [&] { snn::functional::poisson_encode(p, ids, 0, steps, enc); });

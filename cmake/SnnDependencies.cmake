@@ -61,3 +61,13 @@ find_package(CLI11 CONFIG REQUIRED)
 find_package(nlohmann_json CONFIG REQUIRED)
 find_package(ZLIB REQUIRED)
 find_package(HDF5 REQUIRED COMPONENTS C)
+# A static libhdf5 (HDF5_USE_STATIC_LIBRARIES=ON, as scripts/gpu-check.sh
+# links Debian's unpacked archive so that no HDF5 is needed at run time)
+# also needs its filters' libraries, which FindHDF5 does not name when it
+# finds HDF5 without the h5cc wrapper: szip (libaec) and zlib.
+if(HDF5_USE_STATIC_LIBRARIES)
+  find_library(SNN_SZIP_LIBRARY NAMES libsz.a sz REQUIRED)
+  find_library(SNN_AEC_LIBRARY NAMES libaec.a aec REQUIRED)
+  set_property(TARGET HDF5::HDF5 APPEND PROPERTY INTERFACE_LINK_LIBRARIES
+               ${SNN_SZIP_LIBRARY} ${SNN_AEC_LIBRARY} ZLIB::ZLIB ${CMAKE_DL_LIBS} m)
+endif()
