@@ -67,6 +67,28 @@ template <typename T>
 void backward_cuda(Form form, const BackwardArgs<T>& args, void* stream);
 #endif
 
+/// y = x wt + bias on the GPU for row-major x [rows, in], wt [in, out] (the
+/// weight transposed) and y [rows, out]: every y[r, o] is bias[o] (or 0)
+/// plus x[r, f] wt[f, o] over the nonzero x[r, f] in ascending f, each
+/// product and sum rounded on its own. These are the CPU kernels' additions
+/// in the CPU kernels' order (linear_loops.cpp), so a GPU gives the CPU's
+/// values bit for bit, and spikes cost only the inputs that fired.
+template <typename T>
+struct LinearArgs {
+  const T* x = nullptr;     ///< [rows, in]
+  const T* wt = nullptr;    ///< [in, out]
+  const T* bias = nullptr;  ///< [out], or null
+  T* y = nullptr;           ///< [rows, out] out
+  int64_t rows = 0;
+  int64_t in = 0;
+  int64_t out = 0;
+};
+
+#if SNN_WITH_CUDA
+template <typename T>
+void linear_cuda(const LinearArgs<T>& args, void* stream);
+#endif
+
 /// Calls fn.template operator()<F, kDivide>() for the form chosen at run time:
 /// the one switch that turns the runtime form into a compile-time one.
 template <typename Fn>

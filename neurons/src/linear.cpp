@@ -7,9 +7,15 @@
 
 #include <cmath>
 
+#include "kernels.h"
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
 #include "snn/core/frozen_weights.h"
+
+#if SNN_WITH_CUDA
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#endif
 
 namespace snn {
 namespace neurons::detail {
@@ -122,15 +128,46 @@ torch::Tensor rows_times(const torch::Tensor& x2, const torch::Tensor& packed, i
   return y;
 }
 
+// The GPU forward: kDense is cuBLAS (fastest for dense real-valued inputs,
+// but its summation order is its own); kAuto and kEvent are the ordered
+// kernel of linear_cuda.cu, which gives the CPU's values bit for bit and
+// skips the inputs that did not spike. (kAuto does not measure the density
+// here: that would make the host wait for the device at every step.)
+torch::Tensor linear_forward_cuda(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias,
+                                  const PackedLinear& packed, LinearPath path) {
+  TORCH_CHECK(weight.device() == x2.device(), "linear: input on ", x2.device(), " but the weight on ", weight.device());
+  if (path == LinearPath::kDense) {
+    return bias.defined() ? torch::addmm(bias, x2, weight.t()) : x2.matmul(weight.t());
+  }
+#if SNN_WITH_CUDA
+  const c10::cuda::CUDAGuard guard(x2.device());
+  const torch::Tensor x = x2.contiguous();
+  const torch::Tensor wt = packed.weight.defined() ? packed.weight : weight.detach().t().contiguous();
+  const torch::Tensor b = packed.weight.defined() ? packed.bias : (bias.defined() ? bias.detach().contiguous() : bias);
+  torch::Tensor y = torch::empty({x.size(0), weight.size(0)}, x.options());
+  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear_cuda", [&] {
+    neurons::detail::LinearArgs<scalar_t> a;
+    a.x = x.data_ptr<scalar_t>();
+    a.wt = wt.data_ptr<scalar_t>();
+    a.bias = b.defined() ? b.data_ptr<scalar_t>() : nullptr;
+    a.y = y.data_ptr<scalar_t>();
+    a.rows = x.size(0);
+    a.in = x.size(1);
+    a.out = weight.size(0);
+    neurons::detail::linear_cuda(a, at::cuda::getCurrentCUDAStream().stream());
+  });
+  return y;
+#else
+  (void)packed;
+  throw Error("a CUDA tensor reached snn::Linear, but snnsim was built without CUDA support");
+#endif
+}
+
 // The batch-invariant forward on 2-D x [rows, in]; `packed` holds the
 // weights and bias already packed (a module's cache), or is empty.
 torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias,
                              const PackedLinear& packed, LinearPath path, double crossover) {
-  if (x2.is_cuda()) {
-    // On a GPU the layer runs as a plain matmul for now: batch invariance
-    // there needs a kernel of its own (the CUDA issue).
-    return bias.defined() ? torch::addmm(bias, x2, weight.t()) : x2.matmul(weight.t());
-  }
+  if (x2.is_cuda()) return linear_forward_cuda(x2, weight, bias, packed, path);
   if (packed.weight.defined()) {
     return rows_times(x2, packed.weight, weight.size(0), packed.bias, path, crossover);
   }
@@ -351,15 +388,22 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   }
   last_path_ = path;
   const PackedLinear* packed = nullptr;
-  if (x.is_cpu() && weight.is_cpu()) {
-    // Packed once per pipeline run (FrozenWeights), else on every call.
+  if (x.device() == weight.device() && (weight.is_cpu() || weight.is_cuda())) {
+    // Packed once per pipeline run (FrozenWeights), else on every call: by
+    // 16-column tiles for the CPU kernels, transposed for the GPU's.
     const uint64_t epoch = FrozenWeights::epoch();
     const bool fresh = epoch != 0 && packed_.epoch == epoch && packed_.source_weight.is_same(weight) &&
                        packed_.weight_version == weight._version() && packed_.weight_data == weight.data_ptr() &&
                        (!bias.defined() || (packed_.source_bias.is_same(bias) && packed_.bias_version == bias._version()));
     if (!fresh) {
-      packed_.weight = functional::pack_tiles(weight.t());
-      packed_.bias = bias.defined() ? functional::pad_bias(bias) : torch::Tensor();
+      torch::NoGradGuard no_grad;
+      if (weight.is_cuda()) {
+        packed_.weight = weight.detach().t().contiguous();
+        packed_.bias = bias.defined() ? bias.detach().contiguous() : torch::Tensor();
+      } else {
+        packed_.weight = functional::pack_tiles(weight.t());
+        packed_.bias = bias.defined() ? functional::pad_bias(bias) : torch::Tensor();
+      }
       packed_.source_weight = weight;
       packed_.source_bias = bias;
       packed_.weight_version = weight._version();

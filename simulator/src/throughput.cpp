@@ -109,7 +109,12 @@ ThroughputResult measure_throughput(SpikingNetwork& network, const torch::Tensor
       for (size_t l = 0; l < synapses.size(); ++l) {
         network.neuron_layers()[l]->reset_state();
         const torch::Tensor in = timed_call(result.synapse_seconds, [&] { return synapses[l]->forward(s); });
-        paths.push_back(s.is_cuda() ? "matmul" : synapses[l]->last_path() == LinearPath::kEvent ? "event" : "dense");
+        const LinearPath path = synapses[l]->last_path();
+        if (s.is_cuda()) {
+          paths.push_back(path == LinearPath::kDense ? "cublas" : "gpu-event");  // see LinearPath
+        } else {
+          paths.push_back(path == LinearPath::kEvent ? "event" : "dense");
+        }
         s = timed_call(result.neuron_seconds, [&] { return neurons[l].forward<torch::Tensor>(in); });
         spikes.push_back(s);
       }

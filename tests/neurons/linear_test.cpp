@@ -6,6 +6,7 @@
 #include "snn/core/error.h"
 #include "snn/core/frozen_weights.h"
 #include "snn/neurons/linear.h"
+#include "support/test_util.h"
 
 namespace snn {
 namespace {
@@ -221,6 +222,55 @@ TEST(Linear, WithoutBiasAndBadShapes) {
   EXPECT_THROW(fc->forward(torch::zeros({2, 5})), c10::Error);
   EXPECT_THROW(fc->forward(torch::zeros({2, 4}, torch::kDouble)), c10::Error);
   EXPECT_THROW(Linear(0, 3), Error);
+}
+
+
+// The GPU's ordered kernel (kAuto, kEvent) gives the CPU's values bit for
+// bit: spikes and real values, wide inputs (several shared-memory chunks),
+// outputs over several blocks, with and without bias; cuBLAS (kDense) to
+// rounding. Also through a module whose transposed weights are cached under
+// FrozenWeights and must follow a weight change.
+TEST(Linear_CUDA, GpuKernelGivesTheCpuValuesBitForBit) {
+  SNN_REQUIRE_CUDA();
+  torch::manual_seed(8);
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (const auto& [in, out, bias] : std::vector<std::tuple<int64_t, int64_t, bool>>{
+             {784, 1024, true}, {13, 1, true}, {3000, 1100, false}, {257, 70, true}, {1024, 10, false}}) {
+      Linear cpu(LinearOptions(in, out).bias(bias));
+      cpu->to(dtype);
+      for (double p : {0.0, 0.02, 0.3, 1.0}) {
+        const torch::Tensor spikes = (torch::rand({3, 35, in}) < p).to(dtype);
+        const torch::Tensor real = spikes * torch::randn({3, 35, in}, dtype);
+        for (const torch::Tensor& x : {spikes, real}) {
+          torch::NoGradGuard no_grad;
+          const torch::Tensor ref = cpu->forward(x);
+          const torch::Tensor w = cpu->weight.cuda(), b = bias ? cpu->bias.cuda() : torch::Tensor();
+          for (LinearPath path : {LinearPath::kAuto, LinearPath::kEvent}) {
+            const torch::Tensor y = functional::linear(x.cuda(), w, b, {}, path);
+            EXPECT_TRUE(y.is_cuda());
+            EXPECT_TRUE(torch::equal(y.cpu(), ref)) << in << "x" << out << " p " << p;
+          }
+          const torch::Tensor dense = functional::linear(x.cuda(), w, b, {}, LinearPath::kDense).cpu();
+          const double tol = dtype == torch::kFloat ? 1e-4 : 1e-10;
+          EXPECT_TRUE(torch::allclose(dense, ref, tol, tol)) << "cuBLAS " << in << "x" << out << " p " << p;
+        }
+      }
+    }
+  }
+  // The module on the GPU: cached transposed weights follow a change.
+  Linear gpu(LinearOptions(100, 40));
+  gpu->to(torch::kCUDA);
+  const torch::Tensor x = (torch::rand({8, 100}) < 0.2).to(torch::kFloat).cuda();
+  const FrozenWeights frozen;
+  const torch::Tensor before = gpu->forward(x);
+  {
+    torch::NoGradGuard no_grad;
+    gpu->weight.mul_(2);
+  }
+  const torch::Tensor after = gpu->forward(x);
+  const torch::Tensor expected = functional::linear(x.cpu(), gpu->weight.cpu(), gpu->bias.cpu());
+  EXPECT_TRUE(torch::equal(after.cpu(), expected));
+  EXPECT_FALSE(torch::equal(after, before));
 }
 
 }  // namespace

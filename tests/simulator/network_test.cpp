@@ -11,6 +11,7 @@
 #include "snn/simulator/checkpoint.h"
 #include "snn/simulator/network.h"
 #include "snn/simulator/training.h"
+#include "support/test_util.h"
 
 namespace snn {
 namespace {
@@ -71,6 +72,30 @@ TEST(Simulation, RunResultsAreIdenticalAcrossThreadsPartitionsBatchesAndStepsPer
            {{"cpu"}, 0, 64, 1}, {{"cpu", "cpu"}, 0, 64, 2}, {{"cpu", "cpu", "cpu"}, 1, 7, 2}, {{"cpu"}, 4, 33, 1}}) {
     const EvalResult r = run(devices, K, batch, threads);
     EXPECT_TRUE(torch::equal(r.counts, ref.counts)) << devices.size() << " stages, K " << K << ", batch " << batch;
+    EXPECT_EQ(r.accuracy_by_step, ref.accuracy_by_step);
+    EXPECT_EQ(r.firing_rate, ref.firing_rate);
+  }
+}
+
+// On a GPU, and split across CPU and GPU, a run gives the CPU's results:
+// the encoder, the linear layers and the LIF kernels add in the same order
+// with the same rounding on both.
+TEST(Simulation_CUDA, GpuAndMixedPipelinesGiveTheCpuResults) {
+  SNN_REQUIRE_CUDA();
+  const ImageDataset data = load_image_dataset(kFixture);
+  auto run = [&](std::vector<std::string> devices, int64_t K) {
+    NetworkConfig c = small_config();
+    c.devices = std::move(devices);
+    c.steps_per_tick = K;
+    SpikingNetwork net(c);
+    return evaluate(net, data.test, 64);
+  };
+  const EvalResult ref = run({"cpu"}, 0);
+  ASSERT_GT(ref.counts.sum().item<double>(), 0) << "the untrained network must still spike";
+  for (const auto& [devices, K] : std::vector<std::pair<std::vector<std::string>, int64_t>>{
+           {{"cuda:0"}, 0}, {{"cuda:0"}, 1}, {{"cuda:0", "cuda:0"}, 2}, {{"cpu", "cuda:0"}, 0}, {{"cuda:0", "cpu"}, 3}}) {
+    const EvalResult r = run(devices, K);
+    EXPECT_TRUE(torch::equal(r.counts.cpu(), ref.counts.cpu())) << devices.size() << " stages from " << devices[0] << ", K " << K;
     EXPECT_EQ(r.accuracy_by_step, ref.accuracy_by_step);
     EXPECT_EQ(r.firing_rate, ref.firing_rate);
   }

@@ -36,8 +36,11 @@
 
 namespace snn {
 
-/// Which CPU kernel snn::Linear's forward uses (and its input gradient). All
-/// give the same values; only the speed differs.
+/// Which kernel snn::Linear's forward uses (and, on the CPU, its input
+/// gradient). On the CPU all give the same values; only the speed differs.
+/// On a GPU, kAuto and kEvent run one ordered kernel that lists each row's
+/// nonzero inputs and gives the CPU's values bit for bit; kDense is cuBLAS
+/// (its own summation order, so values may differ in the last bits).
 enum class LinearPath {
   kAuto,   ///< event-driven below the crossover input density, else dense
   kDense,  ///< every input, register-tiled
@@ -87,8 +90,9 @@ struct LinearGradSums : torch::CustomClassHolder {
   uint32_t written_weight_version = 0, written_bias_version = 0;
 };
 
-/// A layer's weights as the CPU kernels read them ([tiles, in, 16] output
-/// tiles, the bias zero-padded to match). The module keeps them across
+/// A layer's weights as the kernels read them: on the CPU [tiles, in, 16]
+/// output tiles, the bias zero-padded to match; on a GPU the weight
+/// transposed ([in, out], contiguous). The module keeps them across
 /// calls while a snn::FrozenWeights guard lives (a pipeline run), and packs
 /// them anew on every call otherwise.
 struct PackedLinear {
@@ -107,8 +111,9 @@ namespace functional {
 /// and rounded once per call; pass `sums` to carry the sums across calls
 /// instead (the module does): the gradients then go straight to
 /// weight.grad() / bias.grad(), not through autograd's accumulation.
-/// `path` picks the CPU kernel (all give the same values); kAuto compares
-/// the density of x with `crossover`.
+/// `path` picks the kernel (see LinearPath); on the CPU kAuto compares the
+/// density of x with `crossover`. On a GPU the gradients are cuBLAS
+/// products, not summed in BPTT order.
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias = {},
                      const c10::intrusive_ptr<LinearGradSums>& sums = {}, LinearPath path = LinearPath::kAuto,
                      double crossover = kLinearEventCrossover);
