@@ -60,8 +60,11 @@ torch::Tensor check_unit_interval(const torch::Tensor& x, const std::string& wha
 namespace {
 
 // p: [S, B, ...] with S = 1 (the same input every step) or S = steps.
+// `validate` false skips the checks of the values and sample indices (the
+// module's inputs it has checked already): each reads a result back to the
+// host, which on a GPU waits for the device.
 torch::Tensor poisson_impl(const torch::Tensor& p_in, const torch::Tensor& sample_index, int64_t first_step,
-                           int64_t steps, const PoissonEncoderOptions& o) {
+                           int64_t steps, const PoissonEncoderOptions& o, bool validate = true) {
   check_float(p_in, "poisson encoder");
   TORCH_CHECK(p_in.dim() >= 2, "poisson encoder input must be [B, ...], got a 0-dim tensor");
   TORCH_CHECK(steps >= 0 && first_step >= 0 && first_step + steps <= (int64_t{1} << 32),
@@ -74,11 +77,13 @@ torch::Tensor poisson_impl(const torch::Tensor& p_in, const torch::Tensor& sampl
   const double hi = hz ? 1000.0 / o.dt_ms() : 1.0;
   const bool per_step = p_in.size(0) > 1;
   // Checked once per call on the distinct values, not per step.
-  const torch::Tensor p = check_unit_interval(per_step ? p_in : p_in[0], hz ? "poisson encoder (rates in Hz)" : "poisson encoder",
-                                              o.clamp(), 0.0, hi)
-                              .contiguous();
+  const torch::Tensor distinct = per_step ? p_in : p_in[0];
+  const torch::Tensor p =
+      (validate ? check_unit_interval(distinct, hz ? "poisson encoder (rates in Hz)" : "poisson encoder", o.clamp(), 0.0, hi)
+                : (o.clamp() ? distinct.clamp(0.0, hi) : distinct))
+          .contiguous();
   const torch::Tensor samples = sample_index.to(p.device(), torch::kLong).contiguous();
-  TORCH_CHECK(samples.numel() == 0 || samples.min().item<int64_t>() >= 0, "sample indices must be >= 0");
+  TORCH_CHECK(!validate || samples.numel() == 0 || samples.min().item<int64_t>() >= 0, "sample indices must be >= 0");
   const torch::ScalarType sdt = o.spike_dtype().value_or(p.scalar_type());
   TORCH_CHECK(sdt == p.scalar_type() || sdt == torch::kBool, "spike dtype must be the input's or bool, got ", sdt);
   std::vector<int64_t> out_shape{steps};
@@ -127,13 +132,22 @@ torch::Tensor poisson_encode(const torch::Tensor& x, const torch::Tensor& sample
   return poisson_impl(x.unsqueeze(0), sample_index, first_step, steps, o);
 }
 
-torch::Tensor poisson_encode_sequence(const torch::Tensor& x_seq, const torch::Tensor& sample_index,
-                                      int64_t first_step, const PoissonEncoderOptions& o) {
+namespace {
+torch::Tensor sequence_impl(const torch::Tensor& x_seq, const torch::Tensor& sample_index, int64_t first_step,
+                            const PoissonEncoderOptions& o, bool validate) {
   TORCH_CHECK(x_seq.dim() >= 2, "poisson encoder sequence input must be [T, B, ...], got shape ", x_seq.sizes());
   const int64_t steps = x_seq.size(0);
   // A constant input expanded over time (stride 0) is encoded from its one copy.
-  if (steps > 1 && x_seq.stride(0) == 0) return poisson_impl(x_seq.narrow(0, 0, 1), sample_index, first_step, steps, o);
-  return poisson_impl(x_seq, sample_index, first_step, steps, o);
+  if (steps > 1 && x_seq.stride(0) == 0) {
+    return poisson_impl(x_seq.narrow(0, 0, 1), sample_index, first_step, steps, o, validate);
+  }
+  return poisson_impl(x_seq, sample_index, first_step, steps, o, validate);
+}
+}  // namespace
+
+torch::Tensor poisson_encode_sequence(const torch::Tensor& x_seq, const torch::Tensor& sample_index,
+                                      int64_t first_step, const PoissonEncoderOptions& o) {
+  return sequence_impl(x_seq, sample_index, first_step, o, true);
 }
 
 torch::Tensor latency_encode(const torch::Tensor& x_in, const LatencyEncoderOptions& o) {
@@ -180,8 +194,20 @@ torch::Tensor PoissonEncoderImpl::forward(const torch::Tensor& x) {
   const torch::Tensor samples = sample_index_.defined()
                                     ? sample_index_
                                     : torch::arange(sample_offset_, sample_offset_ + batch, torch::kLong);
-  torch::Tensor out = multi ? functional::poisson_encode_sequence(x, samples, step_, options)
-                            : encode(x, samples, step_, 1)[0];
+  // The pipeline hands every block of a batch the same input and sample
+  // indices: checked once, not per block (the checks read a result back to
+  // the host, which on a GPU would wait for the device at every block).
+  // Any change to either (another tensor, an in-place write) checks again;
+  // inference tensors have no version counter and are always checked.
+  std::optional<CheckedInput> key;
+  if (!x.is_inference() && !samples.is_inference()) {
+    key = CheckedInput{x.data_ptr(), x._version(), x.sizes().vec(), x.strides().vec(), x.scalar_type(), x.device(),
+                       samples, samples._version()};
+  }
+  const bool known = key && checked_ && checked_->same_as(*key);
+  torch::Tensor out = multi ? functional::sequence_impl(x, samples, step_, options, !known)
+                            : functional::poisson_impl(x.unsqueeze(0), samples, step_, 1, options, !known)[0];
+  checked_ = std::move(key);  // reached only when the checks passed
   step_ += multi ? x.size(0) : 1;
   return out;
 }

@@ -148,6 +148,9 @@ std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool
         stream_guard.emplace(c10::cuda::getStreamFromPool(false, stage.device.index()));
       }
 #endif
+      // The sample indices on this stage's device, copied once per batch
+      // (its blocks share one tensor): a copy to a GPU waits for it.
+      torch::Tensor samples_src, samples_here;
       for (const Job& job : jobs) {
         torch::Tensor input;
         if (k == 0) {
@@ -169,8 +172,11 @@ std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool
           for (auto* t : stage.temporal) t->reset_state();
         }
         if (!stage.temporal.empty()) {
-          const torch::Tensor samples = job.samples.to(stage.device);
-          for (auto* t : stage.temporal) t->set_time(job.first_step, samples);
+          if (!samples_src.is_same(job.samples)) {
+            samples_src = job.samples;
+            samples_here = job.samples.to(stage.device);
+          }
+          for (auto* t : stage.temporal) t->set_time(job.first_step, samples_here);
         }
         torch::Tensor out = stage.module.forward(input);
         if (time_blocks && (out.dim() < 1 || out.size(0) != input.size(0))) {

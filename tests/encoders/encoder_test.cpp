@@ -162,6 +162,31 @@ TEST(Poisson, ModuleStepsThroughTime) {
   EXPECT_TRUE(torch::equal(enc->forward(x), s0));
 }
 
+// The module checks an input once for all the blocks of a pipeline run
+// (the same tensor and sample indices), and again after any change to them.
+TEST(Poisson, ModuleChecksAnInputOnceAndAgainAfterAChange) {
+  const PoissonEncoderOptions o = PoissonEncoderOptions().seed(5).step_mode(StepMode::kMulti);
+  PoissonEncoder enc(o);
+  torch::Tensor x = torch::rand({3, 40});
+  torch::Tensor ids = torch::arange(10, 13);
+  auto block = [&](int64_t first) {
+    enc->set_time(first, ids);
+    return enc->forward(x.unsqueeze(0).expand({4, 3, 40}));
+  };
+  const torch::Tensor blocks = torch::cat({block(0), block(4), block(8)});
+  EXPECT_TRUE(torch::equal(blocks, functional::poisson_encode(x, ids, 0, 12, o)));
+  x[1][7].fill_(std::nan(""));  // in place: the same tensor, a new version
+  EXPECT_THROW(block(12), Error);
+  x[1][7].fill_(1.5);
+  EXPECT_THROW(block(12), Error);
+  x[1][7].fill_(0.5);
+  EXPECT_TRUE(torch::equal(block(12), functional::poisson_encode(x, ids, 12, 4, o)));
+  ids[0].fill_(-1);
+  EXPECT_ANY_THROW(block(16));
+  ids = torch::arange(-1, 2);  // another tensor
+  EXPECT_ANY_THROW(block(16));
+}
+
 TEST(Latency, ReproducesSpikingJellyGoldenValues) {
   const nlohmann::json doc = test::load_json("lif_golden.json");
   const auto& ref = doc["encoders"]["LatencyEncoder(T=8,linear)"];

@@ -111,6 +111,7 @@ class PoissonEncoderImpl : public torch::nn::Cloneable<PoissonEncoderImpl>, publ
   void reset_state() override {
     step_ = 0;
     sample_index_ = torch::Tensor();
+    checked_.reset();
   }
   std::vector<torch::Tensor> save_state() const override;
   void load_state(const std::vector<torch::Tensor>& state) override;
@@ -126,9 +127,24 @@ class PoissonEncoderImpl : public torch::nn::Cloneable<PoissonEncoderImpl>, publ
   PoissonEncoderOptions options;
 
  private:
+  /// The last input and sample indices that passed the checks.
+  struct CheckedInput {
+    const void* data;
+    uint32_t version;
+    std::vector<int64_t> sizes, strides;
+    torch::ScalarType dtype;
+    torch::Device device;
+    torch::Tensor samples;
+    uint32_t samples_version;
+    bool same_as(const CheckedInput& o) const {
+      return data == o.data && version == o.version && sizes == o.sizes && strides == o.strides && dtype == o.dtype &&
+             device == o.device && samples.is_same(o.samples) && samples_version == o.samples_version;
+    }
+  };
   int64_t step_ = 0;
   int64_t sample_offset_ = 0;
   torch::Tensor sample_index_;
+  std::optional<CheckedInput> checked_;
 };
 TORCH_MODULE(PoissonEncoder);
 
