@@ -170,7 +170,7 @@ done
 if [[ "$has_gpu" == 1 ]]; then
   for f in neuron_bench_4M neuron_bench_16M; do grep -E "triad|fused LIF" "$out/$f.txt" | sed "s/^/$f: /" | tee -a "$log"; done
   for f in bench_cuda bench_cuda_b1 bench_two_streams bench_cpu_to_cuda; do
-    grep -E "^ *(K|naive|pipeline)|x naive|samples/s" "$out/$f.txt" | head -8 | sed "s/^/$f: /" | tee -a "$log"
+    grep -E "^(devices|layer|pipeline|naive per-step|One sequential)|ms/batch" "$out/$f.txt" | sed "s/^/$f: /" | tee -a "$log"
   done
 else
   say "no GPU: the CUDA tests skipped and the GPU benchmarks did not run (rehearsal)"
