@@ -65,9 +65,15 @@ find_package(HDF5 REQUIRED COMPONENTS C)
 # links Debian's unpacked archive so that no HDF5 is needed at run time)
 # also needs its filters' libraries, which FindHDF5 does not name when it
 # finds HDF5 without the h5cc wrapper: szip (libaec) and zlib.
+# The archive becomes an imported static library that depends on them, so
+# that CMake puts them after it on every link line.
 if(HDF5_USE_STATIC_LIBRARIES)
   find_library(SNN_SZIP_LIBRARY NAMES libsz.a sz REQUIRED)
   find_library(SNN_AEC_LIBRARY NAMES libaec.a aec REQUIRED)
-  set_property(TARGET HDF5::HDF5 APPEND PROPERTY INTERFACE_LINK_LIBRARIES
-               ${SNN_SZIP_LIBRARY} ${SNN_AEC_LIBRARY} ZLIB::ZLIB ${CMAKE_DL_LIBS} m)
+  list(GET HDF5_C_LIBRARIES 0 _snn_hdf5_archive)
+  add_library(snn_hdf5_static STATIC IMPORTED)
+  set_target_properties(snn_hdf5_static PROPERTIES
+    IMPORTED_LOCATION "${_snn_hdf5_archive}"
+    INTERFACE_LINK_LIBRARIES "${SNN_SZIP_LIBRARY};${SNN_AEC_LIBRARY};ZLIB::ZLIB;${CMAKE_DL_LIBS};m")
+  set_property(TARGET HDF5::HDF5 PROPERTY INTERFACE_LINK_LIBRARIES snn_hdf5_static)
 endif()

@@ -160,10 +160,11 @@ void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
   std::cout << fmt::format("\n{:<22} {:>10} {:>10} {:>15} {:>15} {:>15} {:>9}\n", "", "ms/batch", "samples/s",
                            "neuron-steps/s", "dense syn-op/s", "syn-events/s", "vs naive");
   for (const auto& run : r.runs) {
-    std::cout << fmt::format("{:<22} {:>10.2f} {:>10.1f} {:>15.3e} {:>15.3e} {:>15.3e} {:>8.2f}x\n", run.name,
+    // Without the naive loop (--no-naive) there is no ratio to print.
+    const std::string ratio = o.naive ? fmt::format("{:.2f}x", naive_s / run.seconds) : "-";
+    std::cout << fmt::format("{:<22} {:>10.2f} {:>10.1f} {:>15.3e} {:>15.3e} {:>15.3e} {:>9}\n", run.name,
                              1e3 * run.seconds, r.batch / run.seconds, r.neuron_steps / run.seconds,
-                             r.dense_synaptic_ops / run.seconds, r.synaptic_events / run.seconds,
-                             o.naive ? naive_s / run.seconds : 0.0);
+                             r.dense_synaptic_ops / run.seconds, r.synaptic_events / run.seconds, ratio);
   }
   std::cout << fmt::format(
       "\nOne sequential pass (K = T): encoder {:.2f} ms, synapses {:.2f} ms, neurons {:.2f} ms: everything but the "
