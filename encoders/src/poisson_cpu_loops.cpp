@@ -4,6 +4,11 @@
 // one at run time. Integer Philox rounds and a float compare: results are
 // the same on both.
 
+#include <algorithm>
+#include <cstddef>
+#include <utility>
+#include <vector>
+
 #include "kernels.h"
 #include "snn/encoders/detail/philox.h"
 
@@ -89,53 +94,79 @@ inline void spike_tile(const uint32_t (&w)[4][kGroupsPerTile], const T* __restri
   }
 }
 
+// Spikes of the N tiles k[0..N-1] of one sample at one step (p and out at
+// the sample's row), their Philox blocks drawn together.
+template <int N, typename T, typename S>
+inline void draw_tiles(const PoissonArgs<T, S>& a, uint64_t sample, uint32_t step, const int64_t* k,
+                       const T* __restrict__ p, S* __restrict__ out) {
+  uint32_t w[N][4][kGroupsPerTile];
+  uint32_t g[N];
+  for (int i = 0; i < N; ++i) g[i] = static_cast<uint32_t>(k[i] * kGroupsPerTile);
+  philox_tiles<N>(a.seed, sample, step, g, w);
+  for (int i = 0; i < N; ++i) spike_tile(w[i], p + k[i] * kTile, a.scale, out + k[i] * kTile);
+}
+
 template <typename T, typename S>
 void poisson_range(const PoissonArgs<T, S>& a, int64_t b0, int64_t b1) {
-  const int64_t tiles = a.features / kTile;
+  const int64_t tiles = a.features / kTile, rest = a.features % kTile;
   const T scale = a.scale;
+  auto tile_live = [scale](const T* p) {
+    // (An int, not a bool: GCC vectorises an int OR-reduction, but ran the
+    // bool one as a scalar loop that cost a third of the encoder.)
+    int live = 0;
+#pragma omp simd reduction(| : live)
+    for (int64_t e = 0; e < kTile; ++e) live |= static_cast<int>(p[e] * scale > T(0));
+    return live != 0;
+  };
+  std::vector<int64_t> live_list(static_cast<std::size_t>(tiles));
+  std::vector<std::pair<int64_t, int64_t>> dead_runs;  // [first, last) tiles that cannot spike
+  int64_t n_live = 0;
+  // The partial last tile, padded to a whole one (zero probabilities, never
+  // written back): drawn like the others, its Philox words are the same.
+  T p_pad[kTile] = {};
+  S out_pad[kTile];
+  bool pad_live = false;
   for (int64_t b = b0; b < b1; ++b) {
     const uint64_t sample = static_cast<uint64_t>(a.sample[b]);
     for (int64_t t = 0; t < a.steps; ++t) {
       const T* __restrict__ p = a.p + t * a.p_step_stride + b * a.features;
       const uint32_t step = static_cast<uint32_t>(a.first_step + t);
       S* __restrict__ out = a.out + (t * a.batch + b) * a.features;
-      int64_t pending = -1;  // a live tile waiting for a second one to draw with
-      for (int64_t k = 0; k < tiles; ++k) {
-        // A tile whose probabilities are all <= 0 (an image's blank border,
-        // most of MNIST) cannot spike, whatever its draws (u >= 0): its
-        // Philox blocks are skipped, which changes no result.
-        // (An int, not a bool: GCC vectorises an int OR-reduction, but ran
-        // the bool one as a scalar loop that cost a third of the encoder.)
-        int live = 0;
-#pragma omp simd reduction(| : live)
-        for (int64_t e = 0; e < kTile; ++e) live |= static_cast<int>(p[k * kTile + e] * scale > T(0));
-        if (!live) {
-          for (int64_t e = 0; e < kTile; ++e) out[k * kTile + e] = S(0);
-          continue;
+      // A tile whose probabilities are all <= 0 (an image's blank border,
+      // most of MNIST) cannot spike, whatever its draws (u >= 0): its Philox
+      // blocks are skipped, which changes no result. For a constant input
+      // the live tiles are found once per sample, not at every step.
+      if (t == 0 || a.p_step_stride != 0) {
+        n_live = 0;
+        dead_runs.clear();
+        for (int64_t k = 0; k < tiles; ++k) {
+          if (tile_live(p + k * kTile)) {
+            live_list[n_live++] = k;
+          } else if (!dead_runs.empty() && dead_runs.back().second == k) {
+            dead_runs.back().second = k + 1;
+          } else {
+            dead_runs.emplace_back(k, k + 1);
+          }
         }
-        if (pending < 0) {
-          pending = k;
-          continue;
+        for (int64_t e = 0; e < rest; ++e) p_pad[e] = p[tiles * kTile + e];
+        pad_live = rest > 0 && tile_live(p_pad);
+      }
+      for (const auto& [k0, k1] : dead_runs) std::fill(out + k0 * kTile, out + k1 * kTile, S(0));
+      // One SIMD lane per group: 8 Philox blocks per tile, several tiles at
+      // once, then 4 contiguous rows per tile.
+      int64_t i = 0;
+      for (; i + 4 <= n_live; i += 4) draw_tiles<4>(a, sample, step, live_list.data() + i, p, out);
+      for (; i + 2 <= n_live; i += 2) draw_tiles<2>(a, sample, step, live_list.data() + i, p, out);
+      for (; i < n_live; ++i) draw_tiles<1>(a, sample, step, live_list.data() + i, p, out);
+      if (rest > 0) {
+        if (pad_live) {
+          const int64_t k = tiles;
+          uint32_t w[1][4][kGroupsPerTile];
+          const uint32_t g[1] = {static_cast<uint32_t>(k * kGroupsPerTile)};
+          philox_tiles<1>(a.seed, sample, step, g, w);
+          spike_tile(w[0], p_pad, scale, out_pad);
         }
-        // One SIMD lane per group: 8 Philox blocks per tile, two tiles at
-        // once, then 4 contiguous rows per tile.
-        uint32_t w[2][4][kGroupsPerTile];
-        const uint32_t g[2] = {static_cast<uint32_t>(pending * kGroupsPerTile), static_cast<uint32_t>(k * kGroupsPerTile)};
-        philox_tiles<2>(a.seed, sample, step, g, w);
-        spike_tile(w[0], p + pending * kTile, scale, out + pending * kTile);
-        spike_tile(w[1], p + k * kTile, scale, out + k * kTile);
-        pending = -1;
-      }
-      if (pending >= 0) {
-        uint32_t w[1][4][kGroupsPerTile];
-        const uint32_t g[1] = {static_cast<uint32_t>(pending * kGroupsPerTile)};
-        philox_tiles<1>(a.seed, sample, step, g, w);
-        spike_tile(w[0], p + pending * kTile, scale, out + pending * kTile);
-      }
-      // The partial last tile, element by element.
-      for (int64_t e = tiles * kTile; e < a.features; ++e) {
-        const Philox4x32 r = draw_group(a.seed, sample, step, group_of(e));
-        out[e] = static_cast<S>(static_cast<T>(uniform01(r.v[word_of(e)])) < p[e] * scale);
+        for (int64_t e = 0; e < rest; ++e) out[tiles * kTile + e] = pad_live ? out_pad[e] : S(0);
       }
     }
   }

@@ -252,6 +252,43 @@ TEST(Poisson, BaselineAndAvx2LoopsGiveIdenticalSpikes) {
   }
 }
 
+// Every element against the scalar reference draw: tiles that cannot spike
+// (runs of zero probability, as an image's border, skipped by the loops), a
+// partial last tile live and dead, constant and per-step inputs, both ISAs.
+TEST(Poisson, EveryElementEqualsTheScalarReferenceDraw) {
+  torch::manual_seed(12);
+  torch::Tensor x = torch::rand({4, 3, 1000});
+  x.narrow(2, 0, 96).zero_();
+  x.narrow(2, 320, 64).zero_();
+  x.select(1, 1).narrow(1, 992, 8).zero_();  // sample 1: the partial tile is dead
+  x.select(1, 2).zero_();
+  x[2][2][500] = 0.9;  // sample 2: one live element, at one step only
+  const torch::Tensor ids = torch::tensor({5, 6, 7}, torch::kLong);
+  auto reference = [&](const torch::Tensor& p_seq) {
+    torch::Tensor out = torch::zeros({4, 3, 1000});
+    auto o = out.accessor<float, 3>();
+    auto p = p_seq.accessor<float, 3>();
+    for (int64_t t = 0; t < 4; ++t) {
+      for (int64_t b = 0; b < 3; ++b) {
+        for (int64_t e = 0; e < 1000; ++e) {
+          const auto r = encoders::detail::draw_group(0, 5 + b, static_cast<uint32_t>(3 + t), encoders::detail::group_of(e));
+          o[t][b][e] = encoders::detail::uniform01(r.v[encoders::detail::word_of(e)]) < p[t][b][e] ? 1.f : 0.f;
+        }
+      }
+    }
+    return out;
+  };
+  const torch::Tensor constant = x[0].unsqueeze(0).expand({4, 3, 1000}).contiguous();
+  const torch::Tensor want_seq = reference(x), want_constant = reference(constant);
+  ASSERT_GT(want_seq.sum().item<float>(), 0);
+  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAuto}) {
+    set_cpu_isa(isa);
+    EXPECT_TRUE(torch::equal(functional::poisson_encode_sequence(x, ids, 3), want_seq));
+    EXPECT_TRUE(torch::equal(functional::poisson_encode(x[0], ids, 3, 4), want_constant));
+  }
+  set_cpu_isa(CpuIsa::kAuto);
+}
+
 }  // namespace
 }  // namespace snn
 
