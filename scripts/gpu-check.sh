@@ -143,8 +143,14 @@ check() {  # check NAME COMMAND...: runs it, keeps its output, records PASS/FAIL
 gtest() {  # all of a suite; on a GPU machine a skipped CUDA test is a failure
   local bin="$build/tests/$1"
   "$bin" --gtest_brief=1 || return 1
-  if [[ "$has_gpu" == 1 ]] && "$bin" --gtest_filter='*_CUDA.*' | grep -q "SKIPPED"; then
-    echo "a CUDA test skipped on a machine with a GPU"; return 1
+  if [[ "$has_gpu" == 1 ]]; then
+    local cuda_out
+    cuda_out=$("$bin" --gtest_filter='*_CUDA.*' 2>&1) || { echo "$cuda_out"; return 1; }
+    if grep -q "SKIPPED" <<<"$cuda_out"; then
+      echo "$cuda_out"
+      echo "a CUDA test skipped on a machine with a GPU"
+      return 1
+    fi
   fi
 }
 for suite in neurons_test encoders_test pipeline_test recording_test simulator_test; do
