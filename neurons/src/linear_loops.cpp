@@ -335,27 +335,34 @@ void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in,
   const int64_t nf = f1 - f0, rows = steps * batch;
   // Each thread's lists, kept between calls: no allocation in steady state.
   // List f holds its entries at [start[f], start[f] + count) with one spare
-  // slot after it, so that the fill below can write without branching.
-  thread_local std::vector<int64_t> start, next;
-  thread_local std::vector<int32_t> row_of;
+  // slot after it (the layout the accumulation below reads).
+  thread_local std::vector<int64_t> start, next, row_begin;
+  thread_local std::vector<int32_t> row_of, nz;
+  thread_local std::vector<T> nz_val;
   thread_local std::vector<double> value;
   start.assign(nf + 1, 0);
+  row_begin.resize(rows + 1);
+  if (static_cast<int64_t>(nz.size()) < rows * nf) nz.resize(rows * nf);
+  if (static_cast<int64_t>(nz_val.size()) < nf) nz_val.resize(nf);
+  // Each row's nonzero inputs, listed once with the event kernel's
+  // branch-free left-packing (spikes are mostly zeros), then counted per input.
   bool binary = true;  // every nonzero input is 1 (spikes): no products, no values
+  int64_t pos = 0;
+  row_begin[0] = 0;
   for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * in + f0;
     bool ones = true;
-#pragma omp simd reduction(&& : ones)
-    for (int64_t f = 0; f < nf; ++f) {
-      start[f + 1] += xr[f] != T(0) ? 1 : 0;
-      ones = ones && (xr[f] == T(0) || xr[f] == T(1));
-    }
+    const int64_t k = list_nonzero(x + r * in + f0, nf, nz.data() + pos, nz_val.data(), &ones);
     binary = binary && ones;
+    for (int64_t i = pos; i < pos + k; ++i) ++start[nz[i] + 1];
+    pos += k;
+    row_begin[r + 1] = pos;
   }
   for (int64_t f = 0; f < nf; ++f) start[f + 1] += start[f] + 1;
   if (static_cast<int64_t>(row_of.size()) < start[nf]) {
     row_of.resize(start[nf]);
     value.resize(start[nf]);
   }
+  // The per-input lists, filled in BPTT order (steps backwards, then batch).
   next.assign(start.begin(), start.end() - 1);
   int64_t* nx = next.data();
   int32_t* ro = row_of.data();
@@ -364,11 +371,11 @@ void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in,
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t r = s * batch + b;
       const T* xr = x + r * in + f0;
-      for (int64_t f = 0; f < nf; ++f) {
-        const T xv = xr[f];
+      for (int64_t i = row_begin[r]; i < row_begin[r + 1]; ++i) {
+        const int32_t f = nz[i];
         ro[nx[f]] = static_cast<int32_t>(r);
-        if (!binary) va[nx[f]] = static_cast<double>(xv);
-        nx[f] += xv != T(0);
+        if (!binary) va[nx[f]] = static_cast<double>(xr[f]);
+        ++nx[f];
       }
     }
   }
