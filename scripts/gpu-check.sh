@@ -39,7 +39,10 @@ packages=(libhdf5-dev libaec-dev zlib1g-dev libfmt-dev libfmt9 libgtest-dev libg
 
 if [[ "${1:-}" == "--fetch" ]]; then
   mkdir -p "$deps_dir"
-  (cd "$deps_dir" && apt-get download "${packages[@]}" >/dev/null 2>"$deps_dir/fetch.log") || {
+  fetch() { (cd "$deps_dir" && apt-get download "${packages[@]}" >/dev/null 2>"$deps_dir/fetch.log"); }
+  # A machine whose package lists were never fetched knows no versions yet.
+  sudo_cmd=(); [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  fetch || { "${sudo_cmd[@]}" apt-get update -qq >/dev/null 2>&1; fetch; } || {
     cat "$deps_dir/fetch.log" >&2
     echo "gpu-check: apt-get download failed (log above)" >&2
     exit 1
