@@ -128,51 +128,62 @@ torch::Tensor rows_times(const torch::Tensor& x2, const torch::Tensor& packed, i
   return y;
 }
 
-// The GPU forward: kDense is cuBLAS (fastest for dense real-valued inputs,
-// but its summation order is its own); kAuto and kEvent are the ordered
-// kernel of linear_cuda.cu, which gives the CPU's values bit for bit and
-// skips the inputs that did not spike. (kAuto does not measure the density
-// here: that would make the host wait for the device at every step.)
-torch::Tensor linear_forward_cuda(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias,
-                                  const PackedLinear& packed, LinearPath path) {
-  TORCH_CHECK(weight.device() == x2.device(), "linear: input on ", x2.device(), " but the weight on ", weight.device());
-  if (path == LinearPath::kDense) {
-    return bias.defined() ? torch::addmm(bias, x2, weight.t()) : x2.matmul(weight.t());
+// A layer's weights as the kernels of its device read them: by 16-column
+// tiles for the CPU's (bias zero-padded to match), transposed for the GPU's.
+PackedLinear packed_for(const torch::Tensor& weight, const torch::Tensor& bias) {
+  torch::NoGradGuard no_grad;
+  PackedLinear p;
+  if (weight.is_cuda()) {
+    p.weight = weight.detach().t().contiguous();
+    p.bias = bias.defined() ? bias.detach().contiguous() : torch::Tensor();
+  } else {
+    p.weight = pack_tiles(weight.t());
+    p.bias = bias.defined() ? pad_bias(bias) : torch::Tensor();
   }
+  return p;
+}
+
+// The GPU's ordered kernel (linear_cuda.cu) on x [rows, in] and the
+// transposed weights: the CPU's values bit for bit, spikes only cost the
+// inputs that fired.
+torch::Tensor gpu_rows_times(const torch::Tensor& x2, const PackedLinear& packed, int64_t out) {
 #if SNN_WITH_CUDA
   const c10::cuda::CUDAGuard guard(x2.device());
   const torch::Tensor x = x2.contiguous();
-  const torch::Tensor wt = packed.weight.defined() ? packed.weight : weight.detach().t().contiguous();
-  const torch::Tensor b = packed.weight.defined() ? packed.bias : (bias.defined() ? bias.detach().contiguous() : bias);
-  torch::Tensor y = torch::empty({x.size(0), weight.size(0)}, x.options());
+  torch::Tensor y = torch::empty({x.size(0), out}, x.options());
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear_cuda", [&] {
     neurons::detail::LinearArgs<scalar_t> a;
     a.x = x.data_ptr<scalar_t>();
-    a.wt = wt.data_ptr<scalar_t>();
-    a.bias = b.defined() ? b.data_ptr<scalar_t>() : nullptr;
+    a.wt = packed.weight.data_ptr<scalar_t>();
+    a.bias = packed.bias.defined() ? packed.bias.data_ptr<scalar_t>() : nullptr;
     a.y = y.data_ptr<scalar_t>();
     a.rows = x.size(0);
     a.in = x.size(1);
-    a.out = weight.size(0);
+    a.out = out;
     neurons::detail::linear_cuda(a, at::cuda::getCurrentCUDAStream().stream());
   });
   return y;
 #else
-  (void)packed;
+  (void)x2, (void)packed, (void)out;
   throw Error("a CUDA tensor reached snn::Linear, but snnsim was built without CUDA support");
 #endif
 }
 
-// The batch-invariant forward on 2-D x [rows, in]; `packed` holds the
-// weights and bias already packed (a module's cache), or is empty.
+// The batch-invariant forward on 2-D x [rows, in]; `cached` holds the
+// weights and bias already packed (a module's cache), or is empty. On a GPU
+// kDense is cuBLAS (fastest for dense real-valued inputs, but its summation
+// order is its own), kAuto and kEvent the ordered kernel; kAuto does not
+// measure the density there, which would make the host wait for the device.
 torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias,
-                             const PackedLinear& packed, LinearPath path, double crossover) {
-  if (x2.is_cuda()) return linear_forward_cuda(x2, weight, bias, packed, path);
-  if (packed.weight.defined()) {
-    return rows_times(x2, packed.weight, weight.size(0), packed.bias, path, crossover);
+                             const PackedLinear& cached, LinearPath path, double crossover) {
+  TORCH_CHECK(weight.device() == x2.device(), "linear: input on ", x2.device(), " but the weight on ", weight.device());
+  if (x2.is_cuda() && path == LinearPath::kDense) {
+    return bias.defined() ? torch::addmm(bias, x2, weight.t()) : x2.matmul(weight.t());
   }
-  return rows_times(x2, pack_tiles(weight.t()), weight.size(0), bias.defined() ? pad_bias(bias) : torch::Tensor(), path,
-                    crossover);
+  const PackedLinear own = cached.weight.defined() ? PackedLinear{} : packed_for(weight, bias);
+  const PackedLinear& packed = cached.weight.defined() ? cached : own;
+  if (x2.is_cuda()) return gpu_rows_times(x2, packed, weight.size(0));
+  return rows_times(x2, packed.weight, weight.size(0), packed.bias, path, crossover);
 }
 
 // Adds the weight gradient of x2 [steps * batch, in] and gy [steps * batch,
@@ -388,22 +399,16 @@ torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   }
   last_path_ = path;
   const PackedLinear* packed = nullptr;
-  if (x.device() == weight.device() && (weight.is_cpu() || weight.is_cuda())) {
-    // Packed once per pipeline run (FrozenWeights), else on every call: by
-    // 16-column tiles for the CPU kernels, transposed for the GPU's.
+  // (cuBLAS, kDense on a GPU, reads the weights as they are.)
+  const bool packs = weight.is_cpu() || (weight.is_cuda() && path != LinearPath::kDense);
+  if (x.device() == weight.device() && packs) {
+    // Packed once per pipeline run (FrozenWeights), else on every call.
     const uint64_t epoch = FrozenWeights::epoch();
     const bool fresh = epoch != 0 && packed_.epoch == epoch && packed_.source_weight.is_same(weight) &&
                        packed_.weight_version == weight._version() && packed_.weight_data == weight.data_ptr() &&
                        (!bias.defined() || (packed_.source_bias.is_same(bias) && packed_.bias_version == bias._version()));
     if (!fresh) {
-      torch::NoGradGuard no_grad;
-      if (weight.is_cuda()) {
-        packed_.weight = weight.detach().t().contiguous();
-        packed_.bias = bias.defined() ? bias.detach().contiguous() : torch::Tensor();
-      } else {
-        packed_.weight = functional::pack_tiles(weight.t());
-        packed_.bias = bias.defined() ? functional::pad_bias(bias) : torch::Tensor();
-      }
+      packed_ = functional::packed_for(weight, bias);
       packed_.source_weight = weight;
       packed_.source_bias = bias;
       packed_.weight_version = weight._version();
