@@ -334,15 +334,13 @@ void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in,
   constexpr int NV = kTile / L;  // vectors per tile
   const int64_t nf = f1 - f0, rows = steps * batch;
   // Each thread's lists, kept between calls: no allocation in steady state.
-  // List f holds its entries at [start[f], start[f] + count) with one spare
-  // slot after it (the layout the accumulation below reads).
+  // List f holds its entries at [start[f], start[f + 1]).
   thread_local std::vector<int64_t> start, next, row_begin;
   thread_local std::vector<int32_t> row_of, nz;
-  thread_local std::vector<T> nz_val;
+  thread_local std::vector<T> nz_val;  // list_nonzero's values: unused here (they are re-read from x)
   thread_local std::vector<double> value;
   start.assign(nf + 1, 0);
   row_begin.resize(rows + 1);
-  if (static_cast<int64_t>(nz.size()) < rows * nf) nz.resize(rows * nf);
   if (static_cast<int64_t>(nz_val.size()) < nf) nz_val.resize(nf);
   // Each row's nonzero inputs, listed once with the event kernel's
   // branch-free left-packing (spikes are mostly zeros), then counted per input.
@@ -350,6 +348,8 @@ void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in,
   int64_t pos = 0;
   row_begin[0] = 0;
   for (int64_t r = 0; r < rows; ++r) {
+    // A row's list takes up to nf entries (list_nonzero may write that far).
+    if (static_cast<int64_t>(nz.size()) < pos + nf) nz.resize(std::max<int64_t>(2 * nz.size(), pos + nf));
     bool ones = true;
     const int64_t k = list_nonzero(x + r * in + f0, nf, nz.data() + pos, nz_val.data(), &ones);
     binary = binary && ones;
@@ -357,7 +357,7 @@ void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in,
     pos += k;
     row_begin[r + 1] = pos;
   }
-  for (int64_t f = 0; f < nf; ++f) start[f + 1] += start[f] + 1;
+  for (int64_t f = 0; f < nf; ++f) start[f + 1] += start[f];
   if (static_cast<int64_t>(row_of.size()) < start[nf]) {
     row_of.resize(start[nf]);
     value.resize(start[nf]);
