@@ -199,15 +199,16 @@ torch::Tensor PoissonEncoderImpl::forward(const torch::Tensor& x) {
   // the host, which on a GPU would wait for the device at every block).
   // Any change to either (another tensor, an in-place write) checks again;
   // inference tensors have no version counter and are always checked.
-  std::optional<CheckedInput> key;
-  if (!x.is_inference() && !samples.is_inference()) {
-    key = CheckedInput{x.data_ptr(), x._version(), x.sizes().vec(), x.strides().vec(), x.scalar_type(), x.device(),
-                       samples, samples._version()};
-  }
-  const bool known = key && checked_ && checked_->same_as(*key);
+  const bool versioned = !x.is_inference() && !samples.is_inference();
+  const bool known = versioned && checked_ && checked_->covers(x, samples);
   torch::Tensor out = multi ? functional::sequence_impl(x, samples, step_, options, !known)
                             : functional::poisson_impl(x.unsqueeze(0), samples, step_, 1, options, !known)[0];
-  checked_ = std::move(key);  // reached only when the checks passed
+  // Reached only when the checks passed.
+  if (versioned) {
+    checked_ = CheckedInput{x, x._version(), samples, samples._version()};
+  } else {
+    checked_.reset();
+  }
   step_ += multi ? x.size(0) : 1;
   return out;
 }

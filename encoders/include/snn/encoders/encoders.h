@@ -127,18 +127,20 @@ class PoissonEncoderImpl : public torch::nn::Cloneable<PoissonEncoderImpl>, publ
   PoissonEncoderOptions options;
 
  private:
-  /// The last input and sample indices that passed the checks.
+  /// The last input and sample indices that passed the checks. Holding the
+  /// input keeps its memory from being reused by another tensor at the same
+  /// address while it is remembered.
   struct CheckedInput {
-    const void* data;
+    torch::Tensor x;
     uint32_t version;
-    std::vector<int64_t> sizes, strides;
-    torch::ScalarType dtype;
-    torch::Device device;
     torch::Tensor samples;
     uint32_t samples_version;
-    bool same_as(const CheckedInput& o) const {
-      return data == o.data && version == o.version && sizes == o.sizes && strides == o.strides && dtype == o.dtype &&
-             device == o.device && samples.is_same(o.samples) && samples_version == o.samples_version;
+    /// Whether (x, samples) are these, unchanged since: the same memory,
+    /// view, dtype and device, and no write since (version counters).
+    bool covers(const torch::Tensor& x2, const torch::Tensor& samples2) const {
+      return x2.data_ptr() == x.data_ptr() && x2.sizes() == x.sizes() && x2.strides() == x.strides() &&
+             x2.scalar_type() == x.scalar_type() && x2.device() == x.device() && x2._version() == version &&
+             samples2.is_same(samples) && samples2._version() == samples_version;
     }
   };
   int64_t step_ = 0;
