@@ -89,17 +89,24 @@ shopt -s nullglob
 debs=("$deps_dir"/*.deb)
 ((${#debs[@]} > 0)) || fail "no packages in $deps_dir: run 'bash scripts/gpu-check.sh --fetch' on a Debian machine first and carry .gpu-deps"
 sysroot="$root/build-gpu/deps"
-rm -rf "$sysroot" && mkdir -p "$sysroot"
-for deb in "${debs[@]}"; do
-  if command -v dpkg-deb >/dev/null; then
-    dpkg-deb -x "$deb" "$sysroot" || fail "cannot unpack $deb"
-  else
-    # Without dpkg: a .deb is an ar archive holding data.tar.*.
-    member=$(ar t "$deb" | grep '^data\.tar') || fail "no data.tar in $deb"
-    ar p "$deb" "$member" | tar -x -a -f - -C "$sysroot" 2>/dev/null ||
-      ar p "$deb" "$member" | tar -x --zstd -f - -C "$sysroot" || fail "cannot unpack $deb"
-  fi
-done
+# Unpacked again only when the packages change: fresh header times would
+# make a rerun on a warm machine rebuild everything.
+stamp="$sysroot/.packages"
+want=$(cd "$deps_dir" && sha256sum -- *.deb | sha256sum)
+if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  rm -rf "$sysroot" && mkdir -p "$sysroot"
+  for deb in "${debs[@]}"; do
+    if command -v dpkg-deb >/dev/null; then
+      dpkg-deb -x "$deb" "$sysroot" || fail "cannot unpack $deb"
+    else
+      # Without dpkg: a .deb is an ar archive holding data.tar.*.
+      member=$(ar t "$deb" | grep '^data\.tar') || fail "no data.tar in $deb"
+      ar p "$deb" "$member" | tar -x -a -f - -C "$sysroot" 2>/dev/null ||
+        ar p "$deb" "$member" | tar -x --zstd -f - -C "$sysroot" || fail "cannot unpack $deb"
+    fi
+  done
+  echo "$want" >"$stamp"
+fi
 usr="$sysroot/usr"
 lib="$usr/lib/x86_64-linux-gnu"
 say "== unpacked ${#debs[@]} packages into $sysroot ($(elapsed))"
@@ -110,7 +117,7 @@ arch="${SNN_GPU_ARCH:-90}"  # H100/H200; SNN_GPU_ARCH=native elsewhere
 cmake_args=(
   -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
   -DSNN_WITH_CUDA=ON -DSNN_WITH_PLOTS=OFF -DSNN_BUILD_TESTS=ON -DSNN_BUILD_BENCH=ON
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DTORCH_CUDA_ARCH_LIST="$([[ $arch == native ]] && echo 9.0 || echo "${arch:0:1}.${arch:1}")"
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DTORCH_CUDA_ARCH_LIST="$([[ $arch == native ]] && echo 9.0 || echo "${arch%?}.${arch: -1}")"
   -DCMAKE_PREFIX_PATH="$torch_prefix" -DSNN_PYTHON="$python"
   -Dfmt_DIR="$lib/cmake/fmt" -DGTest_DIR="$lib/cmake/GTest"
   -DCLI11_DIR="$usr/share/cmake/CLI11" -Dnlohmann_json_DIR="$usr/share/cmake/nlohmann_json"
