@@ -224,7 +224,6 @@ TEST(Linear, WithoutBiasAndBadShapes) {
   EXPECT_THROW(Linear(0, 3), Error);
 }
 
-
 // The GPU's ordered kernel (kAuto, kEvent) gives the CPU's values bit for
 // bit: spikes and real values, wide inputs (several shared-memory chunks),
 // outputs over several blocks, with and without bias; cuBLAS (kDense) to
