@@ -197,7 +197,7 @@ Run add_bench_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--devices", f->devices, "Pipeline stages' devices, comma-separated (cpu, cuda:N)")
       ->capture_default_str();
-  cmd->add_option("--path", f->path, "Synapse kernel on the CPU: auto (by measured firing), dense or event")
+  cmd->add_option("--path", f->path, "Synapse kernel: auto (CPU: by measured firing; GPU: the ordered event kernel), dense (CPU: register-tiled; GPU: cuBLAS) or event")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "dense", "event"}));
   cmd->add_option("--checkpoint", f->checkpoint, "Use a trained network (snnsim train's checkpoint) instead");
