@@ -254,6 +254,11 @@ Handle open_unfinished(const std::string& file, bool writable) {
   Handle f(H5Fopen(file.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
   if (!f.ok() && !writable) f = Handle(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);  // not SWMR
   if (!f.ok()) throw Error("'" + file + "' is not a readable HDF5 file");
+  // A SWMR writer does not keep the end of allocation that the superblock
+  // records up to date: data it appended after its last superblock write
+  // lies past it, and without SWMR reading HDF5 refuses to touch it
+  // ("addr overflow"). Moving the end to the file's end is `h5clear -i 0`.
+  if (writable) check(H5Fincrement_filesize(f.get(), 0), "'" + file + "': cannot extend its end of allocation");
   if (H5Aexists(f.get(), "format") <= 0 ||
       hdf5::read_string_attribute(f.get(), "format", "'" + file + "'") != "snnsim-recording") {
     throw Error("'" + file + "' is not an snnsim recording (no format attribute 'snnsim-recording')");
@@ -353,12 +358,17 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   if (!overwrite && exists(s_->path)) {
     throw Error("recording '" + s_->path + "' exists; pass --overwrite to replace it");
   }
+  // The file is made under another name and becomes the .partial file only
+  // once its structure is complete on disk: a run killed while creating it
+  // leaves no half-made .partial (HDF5 metadata cut short) for --resume or
+  // recover to trip over, only this name, which the next run overwrites.
   const std::string partial = partial_path();
+  const std::string creating = partial + ".creating";
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   // SWMR needs the latest file format.
   check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "recording: HDF5 lacks SWMR");
-  s_->file = Handle(H5Fcreate(partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
-  if (!s_->file.ok()) throw Error("recording: cannot create '" + partial + "'");
+  s_->file = Handle(H5Fcreate(creating.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+  if (!s_->file.ok()) throw Error("recording: cannot create '" + creating + "'");
   const hid_t f = s_->file.get();
 
   // Root: SONATA's magic and version, and ours.
@@ -472,7 +482,12 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   }
 
   // Everything exists: from here on only raw data changes (SWMR's rule).
-  check(H5Fstart_swmr_write(f), "recording: cannot start SWMR writing on '" + partial + "'");
+  check(H5Fstart_swmr_write(f), "recording: cannot start SWMR writing on '" + creating + "'");
+  check(H5Fflush(f, H5F_SCOPE_GLOBAL), "recording: cannot flush '" + creating + "'");
+  // (HDF5 keeps writing through its open descriptor, whatever the name.)
+  if (std::rename(creating.c_str(), partial.c_str()) != 0) {
+    throw Error("recording: cannot rename '" + creating + "' to '" + partial + "': " + std::strerror(errno));
+  }
 }
 
 RecordingFile::RecordingFile() = default;
