@@ -12,6 +12,7 @@
 
 #include "kernels.h"
 #include "snn/core/error.h"
+#include "snn/neurons/linear.h"
 
 #if SNN_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -347,6 +348,61 @@ torch::Tensor neuron_multistep(const torch::Tensor& x_seq, NeuronState& state, c
     trace->h = h_trace;
     trace->v = v_trace;
   }
+  return spikes;
+}
+
+torch::Tensor linear_neuron_multistep(LinearImpl& fc, const torch::Tensor& x_seq, NeuronState& state,
+                                      const NeuronParams& params, const torch::Tensor& rate,
+                                      std::optional<torch::ScalarType> spike_dtype) {
+  const torch::Tensor& w = fc.weight;
+  const bool grad = torch::GradMode::is_enabled() &&
+                    (x_seq.requires_grad() || w.requires_grad() || (fc.bias.defined() && fc.bias.requires_grad()) ||
+                     (rate.defined() && rate.requires_grad()) || (state.v.defined() && state.v.requires_grad()));
+  if (grad || x_seq.dim() != 3 || !x_seq.is_cpu() || !w.is_cpu() || x_seq.numel() == 0) {
+    return neuron_multistep(fc.forward(x_seq), state, params, rate, nullptr, spike_dtype);
+  }
+  params.validate();
+  const int64_t T = x_seq.size(0), B = x_seq.size(1), out = w.size(0);
+  // The state is checked and made as for the currents [T, B, out] (none stored).
+  prepare_state(torch::empty({0, B, out}, w.options()), state, params);
+  const torch::ScalarType sdt = spike_dtype.value_or(w.scalar_type());
+  TORCH_CHECK(sdt == w.scalar_type() || sdt == torch::kBool, "spike dtype must be the input's (", w.scalar_type(),
+              ") or bool, got ", sdt);
+  torch::Tensor spikes = torch::empty({T, B, out}, w.options().dtype(sdt));
+  // Updated in place, as in neuron_multistep, unless part of a graph.
+  torch::Tensor v = state.v.requires_grad() || !state.v.is_contiguous() ? state.v.detach().contiguous().clone() : state.v;
+  torch::Tensor ref = state.refractory.contiguous();
+  const Rates rates = rates_of(params, rate);
+  const Form form = form_of(params);
+  AT_DISPATCH_FLOATING_TYPES(w.scalar_type(), "snn_linear_neuron", [&] {
+    auto launch = [&](auto spike_tag) {
+      using S = decltype(spike_tag);
+      const Coeffs<scalar_t> c = coeffs_of<scalar_t>(params, rates);
+      S* sp = static_cast<S*>(spikes.data_ptr());
+      scalar_t* vp = v.data_ptr<scalar_t>();
+      int32_t* rp = ref.data_ptr<int32_t>();
+      fc.forward_steps(x_seq, [&](int64_t t, int64_t b0, int64_t b1, void* y) {
+        // Step t of neurons [b0 * out, b1 * out): their own v and refractory
+        // counts, on this thread (forward_cpu's split runs inline here).
+        ForwardArgs<scalar_t, S> a;
+        a.x = static_cast<const scalar_t*>(y);
+        a.spikes = sp + (t * B + b0) * out;
+        a.v = vp + b0 * out;
+        a.ref = rp + b0 * out;
+        a.steps = 1;
+        a.n = (b1 - b0) * out;
+        a.c = c;
+        neurons::detail::forward_cpu(form, a);
+      });
+    };
+    if (sdt == torch::kBool) {
+      launch(uint8_t{});
+    } else {
+      launch(scalar_t{});
+    }
+  });
+  state.v = v;
+  state.refractory = ref;
   return spikes;
 }
 

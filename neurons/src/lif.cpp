@@ -2,14 +2,30 @@
 
 #include <cmath>
 
+#include "snn/neurons/linear.h"
+
 namespace snn {
 
 torch::Tensor NeuronLayer::step(const torch::Tensor& x) {
   return counted(functional::neuron_multistep(x.unsqueeze(0), state_, params(), rate()).squeeze(0));
 }
 
+std::optional<torch::ScalarType> NeuronLayer::spike_dtype_for(std::optional<torch::ScalarType> spike_dtype) const {
+  if (!spike_dtype && bool_without_grad_ && !torch::GradMode::is_enabled()) return torch::kBool;
+  return spike_dtype;
+}
+
+torch::Tensor NeuronLayer::multi_step_after(LinearImpl& fc, const torch::Tensor& x_seq) {
+  if (observer_ && observer_wants_v_) return multi_step(fc.forward(x_seq));  // v per step: the unfused pass
+  torch::Tensor spikes =
+      counted(functional::linear_neuron_multistep(fc, x_seq, state_, params(), rate(), spike_dtype_for({})));
+  if (observer_) observer_(spikes.detach(), torch::Tensor());
+  return spikes;
+}
+
 torch::Tensor NeuronLayer::multi_step(const torch::Tensor& x_seq, NeuronTrace* trace,
                                       std::optional<torch::ScalarType> spike_dtype) {
+  spike_dtype = spike_dtype_for(spike_dtype);
   if (!observer_) return counted(functional::neuron_multistep(x_seq, state_, params(), rate(), trace, spike_dtype));
   NeuronTrace own;
   NeuronTrace* t = trace ? trace : (observer_wants_v_ ? &own : nullptr);

@@ -23,8 +23,8 @@ namespace neurons::detail {
   namespace isa {                                                                                             \
   template <typename T>                                                                                       \
   void linear_dense(const T* x, const T* wt, const T* bias, T* y, int64_t in, int64_t out, int64_t r0, int64_t r1); \
-  template <typename T>                                                                                       \
-  void linear_event(const T* x, const T* wt, const T* bias, T* y, int64_t in, int64_t out, int64_t r0, int64_t r1); \
+  template <typename T, typename X>                                                                           \
+  void linear_event(const X* x, const T* wt, const T* bias, T* y, int64_t in, int64_t out, int64_t r0, int64_t r1); \
   template <typename T>                                                                                       \
   int64_t count_nonzero(const T* x, int64_t n);                                                               \
   }
@@ -55,13 +55,17 @@ double density_of(const torch::Tensor& x_any) {
   const int64_t stride = std::max<int64_t>(1, rows / std::max<int64_t>(1, 16384 / cols));
   const bool use_avx2 = cpu_loops_use_avx2();
   int64_t nonzero = 0, seen = 0;
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear_density", [&] {
-    const scalar_t* p = x.data_ptr<scalar_t>();
+  auto count_rows = [&](const auto* p) {
     for (int64_t r = 0; r < rows; r += stride, seen += cols) {
       nonzero += use_avx2 ? neurons::detail::avx2::count_nonzero(p + r * cols, cols)
                           : neurons::detail::base::count_nonzero(p + r * cols, cols);
     }
-  });
+  };
+  if (x.scalar_type() == torch::kBool) {
+    count_rows(static_cast<const uint8_t*>(x.data_ptr()));  // bool spikes: one byte, 0 or 1
+  } else {
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear_density", [&] { count_rows(x.data_ptr<scalar_t>()); });
+  }
   return static_cast<double>(nonzero) / static_cast<double>(seen);
 }
 
@@ -95,34 +99,47 @@ torch::Tensor pad_bias(const torch::Tensor& bias) {
   return torch::constant_pad_nd(bias.detach(), {0, tiles * kTile - out}).contiguous();
 }
 
+// Rows [r0, r1) of y = x wt + b with one of the CPU kernels: the
+// event-driven one on bool spikes xs when xs is given, else the event-driven
+// or the dense one on the reals x.
+template <typename T>
+void cpu_rows(const T* x, const uint8_t* xs, const T* wp, const T* bp, T* y, int64_t in, int64_t out, int64_t r0,
+              int64_t r1, bool event, bool use_avx2) {
+  namespace d = neurons::detail;
+  if (xs) {
+    use_avx2 ? d::avx2::linear_event(xs, wp, bp, y, in, out, r0, r1) : d::base::linear_event(xs, wp, bp, y, in, out, r0, r1);
+  } else if (use_avx2) {
+    event ? d::avx2::linear_event(x, wp, bp, y, in, out, r0, r1) : d::avx2::linear_dense(x, wp, bp, y, in, out, r0, r1);
+  } else {
+    event ? d::base::linear_event(x, wp, bp, y, in, out, r0, r1) : d::base::linear_dense(x, wp, bp, y, in, out, r0, r1);
+  }
+}
+
 // y[r, :] = b + sum over f ascending of x[r, f] wt[f, :], for x [rows, in]
-// and wt [in, out] packed by pack_tiles (b padded by pad_bias, or
-// undefined): the fixed-order kernels behind forward and grad_x. The dense
-// and the event-driven kernel give the same values (see linear_loops.cpp);
-// kAuto picks one by the density of x.
+// (real, or bool spikes) and wt [in, out] packed by pack_tiles (b padded
+// by pad_bias, or undefined): the fixed-order kernels behind forward and
+// grad_x. The dense and the event-driven kernel give the same values (see
+// linear_loops.cpp); kAuto picks one by the density of x.
 torch::Tensor rows_times(const torch::Tensor& x2, const torch::Tensor& packed, int64_t out, const torch::Tensor& bias,
                          LinearPath path, double crossover) {
-  const torch::Tensor x = x2.contiguous();
+  torch::Tensor x = x2.contiguous();
   const int64_t rows = x.size(0), in = x.size(1);
-  torch::Tensor y = torch::empty({rows, out}, x.options());
   if (path == LinearPath::kAuto) path = choose_path(density_of(x), crossover, out);
   const bool event = path == LinearPath::kEvent;
+  // The event kernel lists bool spikes directly; the dense one reads reals.
+  const bool spikes = x.scalar_type() == torch::kBool && event;
+  if (x.scalar_type() == torch::kBool && !event) x = x.to(packed.scalar_type());
+  torch::Tensor y = torch::empty({rows, out}, packed.options());
   const bool use_avx2 = cpu_loops_use_avx2();
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear", [&] {
-    const scalar_t* xp = x.data_ptr<scalar_t>();
+  AT_DISPATCH_FLOATING_TYPES(packed.scalar_type(), "snn_linear", [&] {
+    const scalar_t* xp = spikes ? nullptr : x.data_ptr<scalar_t>();
+    const uint8_t* sp = spikes ? static_cast<const uint8_t*>(x.data_ptr()) : nullptr;
     const scalar_t* wp = packed.data_ptr<scalar_t>();
     const scalar_t* bp = bias.defined() ? bias.data_ptr<scalar_t>() : nullptr;
     scalar_t* yp = y.data_ptr<scalar_t>();
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, in * out / 64));
     at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
-      namespace d = neurons::detail;
-      if (use_avx2) {
-        event ? d::avx2::linear_event(xp, wp, bp, yp, in, out, r0, r1)
-              : d::avx2::linear_dense(xp, wp, bp, yp, in, out, r0, r1);
-      } else {
-        event ? d::base::linear_event(xp, wp, bp, yp, in, out, r0, r1)
-              : d::base::linear_dense(xp, wp, bp, yp, in, out, r0, r1);
-      }
+      cpu_rows(xp, sp, wp, bp, yp, in, out, r0, r1, event, use_avx2);
     });
   });
   return y;
@@ -177,6 +194,11 @@ torch::Tensor gpu_rows_times(const torch::Tensor& x2, const PackedLinear& packed
 torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias,
                              const PackedLinear& cached, LinearPath path, double crossover) {
   TORCH_CHECK(weight.device() == x2.device(), "linear: input on ", x2.device(), " but the weight on ", weight.device());
+  if (x2.is_cuda() && x2.scalar_type() == torch::kBool) {
+    // The GPU kernels read real inputs: bool spikes become 0/1 of the
+    // weight's dtype (exact), on the device, without a host wait.
+    return linear_forward(x2.to(weight.scalar_type()), weight, bias, cached, path, crossover);
+  }
   if (x2.is_cuda() && path == LinearPath::kDense) {
     return bias.defined() ? torch::addmm(bias, x2, weight.t()) : x2.matmul(weight.t());
   }
@@ -338,11 +360,16 @@ torch::Tensor linear_with(const torch::Tensor& x, const torch::Tensor& weight, c
                           const PackedLinear* packed) {
   TORCH_CHECK(x.dim() >= 1 && weight.dim() == 2 && x.size(-1) == weight.size(1), "linear: input of shape ",
               x.sizes(), " does not fit a weight of shape ", weight.sizes(), " (expected [..., ", weight.size(1), "])");
-  TORCH_CHECK(x.scalar_type() == weight.scalar_type(), "linear: input is ", x.scalar_type(), " but the weight is ",
-              weight.scalar_type());
-  TORCH_CHECK(x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble,
-              "linear: input must be float32 or float64, got ", x.scalar_type());
-  const torch::Tensor x2 = x.reshape({-1, x.size(-1)});
+  TORCH_CHECK(weight.scalar_type() == torch::kFloat || weight.scalar_type() == torch::kDouble,
+              "linear: the weight must be float32 or float64, got ", weight.scalar_type());
+  TORCH_CHECK(x.scalar_type() == weight.scalar_type() || x.scalar_type() == torch::kBool, "linear: input is ",
+              x.scalar_type(), " but the weight is ", weight.scalar_type(), " (bool spikes are also accepted)");
+  torch::Tensor x2 = x.reshape({-1, x.size(-1)});
+  // Bool spikes go to the kernels as they are when no gradient is recorded;
+  // the backward pass reads real inputs, so with one they become 0/1 reals.
+  const bool records_grad = torch::GradMode::is_enabled() &&
+                            (weight.requires_grad() || (bias.defined() && bias.requires_grad()));
+  if (x2.scalar_type() == torch::kBool && records_grad) x2 = x2.to(weight.scalar_type());
   // Autograd records every tensor input, so an absent bias travels as an empty tensor.
   const torch::Tensor b = bias.defined() ? bias : torch::empty({0}, weight.options());
   // Rows of a multi-step input [T, B, in] are step-major; BPTT order needs T.
@@ -388,37 +415,100 @@ void LinearImpl::reset() {
   }
 }
 
-torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
-  LinearPath path = options.path();
+const PackedLinear* LinearImpl::prepare(const torch::Tensor& x, LinearPath& path) {
+  path = options.path();
   if (path == LinearPath::kAuto && x.is_cpu() && x.numel() > 0 &&
-      (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble)) {
+      (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble || x.scalar_type() == torch::kBool)) {
     // Decided here rather than in functional::linear so that the module can
     // report what it chose (the benchmark prints it).
     last_density_ = functional::density_of(x.contiguous());
     path = functional::choose_path(last_density_, options.event_crossover(), options.out_features());
   }
   last_path_ = path;
-  const PackedLinear* packed = nullptr;
   // (cuBLAS, kDense on a GPU, reads the weights as they are.)
   const bool packs = weight.is_cpu() || (weight.is_cuda() && path != LinearPath::kDense);
-  if (x.device() == weight.device() && packs) {
-    // Packed once per pipeline run (FrozenWeights), else on every call.
-    const uint64_t epoch = FrozenWeights::epoch();
-    const bool fresh = epoch != 0 && packed_.epoch == epoch && packed_.source_weight.is_same(weight) &&
-                       packed_.weight_version == weight._version() && packed_.weight_data == weight.data_ptr() &&
-                       (!bias.defined() || (packed_.source_bias.is_same(bias) && packed_.bias_version == bias._version()));
-    if (!fresh) {
-      packed_ = functional::packed_for(weight, bias);
-      packed_.source_weight = weight;
-      packed_.source_bias = bias;
-      packed_.weight_version = weight._version();
-      packed_.weight_data = weight.data_ptr();
-      packed_.epoch = epoch;
-      packed_.bias_version = bias.defined() ? bias._version() : 0;
-    }
-    packed = &packed_;
+  if (x.device() != weight.device() || !packs) return nullptr;
+  // Packed once per pipeline run (FrozenWeights), else on every call.
+  const uint64_t epoch = FrozenWeights::epoch();
+  const bool fresh = epoch != 0 && packed_.epoch == epoch && packed_.source_weight.is_same(weight) &&
+                     packed_.weight_version == weight._version() && packed_.weight_data == weight.data_ptr() &&
+                     (!bias.defined() || (packed_.source_bias.is_same(bias) && packed_.bias_version == bias._version()));
+  if (!fresh) {
+    packed_ = functional::packed_for(weight, bias);
+    packed_.source_weight = weight;
+    packed_.source_bias = bias;
+    packed_.weight_version = weight._version();
+    packed_.weight_data = weight.data_ptr();
+    packed_.epoch = epoch;
+    packed_.bias_version = bias.defined() ? bias._version() : 0;
   }
+  return &packed_;
+}
+
+torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
+  LinearPath path = LinearPath::kAuto;
+  const PackedLinear* packed = prepare(x, path);
   return functional::linear_with(x, weight, bias, grad_sums_, path, options.event_crossover(), packed);
+}
+
+void LinearImpl::forward_steps(const torch::Tensor& x, const StepBlockFn& consume) {
+  const int64_t in = options.in_features(), out = options.out_features();
+  if (x.dim() != 3 || x.size(2) != in) {
+    throw Error("linear forward_steps: input must be [T, B, " + std::to_string(in) + "], got " +
+                c10::str(x.sizes()));
+  }
+  if (!x.is_cpu() || !weight.is_cpu()) throw Error("linear forward_steps: the input and the weights must be on the CPU");
+  if (x.scalar_type() != weight.scalar_type() && x.scalar_type() != torch::kBool) {
+    throw Error("linear forward_steps: input is " + std::string(c10::toString(x.scalar_type())) +
+                " but the weight is " + c10::toString(weight.scalar_type()) + " (bool spikes are also accepted)");
+  }
+  if (torch::GradMode::is_enabled() && (weight.requires_grad() || (bias.defined() && bias.requires_grad()))) {
+    throw Error("linear forward_steps is for inference: call it with no gradient recorded (torch::NoGradGuard)");
+  }
+  if (x.numel() == 0) return;
+  LinearPath path = LinearPath::kAuto;
+  const PackedLinear& packed = *prepare(x, path);
+  const bool event = path == LinearPath::kEvent;
+  const bool spikes = x.scalar_type() == torch::kBool && event;
+  const torch::Tensor xc = x.scalar_type() == torch::kBool && !event ? x.to(weight.scalar_type()) : x.contiguous();
+  const int64_t T = x.size(0), B = x.size(1);
+  const bool use_avx2 = cpu_loops_use_avx2();
+  constexpr int64_t kBlock = 32;  // samples per block: y is 32 x out values, in L2
+  // Samples per thread: about as much work as rows_times gives a thread.
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, T * in * out / 64));
+  AT_DISPATCH_FLOATING_TYPES(weight.scalar_type(), "snn_linear_steps", [&] {
+    const scalar_t* xp = spikes ? nullptr : xc.data_ptr<scalar_t>();
+    const uint8_t* sp = spikes ? static_cast<const uint8_t*>(xc.data_ptr()) : nullptr;
+    const scalar_t* wp = packed.weight.data_ptr<scalar_t>();
+    const scalar_t* bp = packed.bias.defined() ? packed.bias.data_ptr<scalar_t>() : nullptr;
+    at::parallel_for(0, B, grain, [&](int64_t s0, int64_t s1) {
+      // Rows r .. r + n of x, kernel output in y.
+      std::vector<scalar_t> y(static_cast<size_t>(kBlock * out));
+      auto rows = [&](int64_t r, int64_t n) {
+        functional::cpu_rows(spikes ? nullptr : xp + r * in, spikes ? sp + r * in : nullptr, wp, bp, y.data(), in,
+                             out, 0, n, event, use_avx2);
+      };
+      if (s1 - s0 == B && B < kBlock) {
+        // The whole batch on this thread, and a small one: consecutive steps'
+        // rows are contiguous, so a block takes several steps (the weights
+        // are then read once per kBlock rows, as in forward(), not per step).
+        const int64_t steps = kBlock / B;
+        for (int64_t t0 = 0; t0 < T; t0 += steps) {
+          const int64_t k = std::min(steps, T - t0);
+          rows(t0 * B, k * B);
+          for (int64_t t = t0; t < t0 + k; ++t) consume(t, 0, B, y.data() + (t - t0) * B * out);
+        }
+        return;
+      }
+      for (int64_t t = 0; t < T; ++t) {
+        for (int64_t b0 = s0; b0 < s1; b0 += kBlock) {
+          const int64_t n = std::min(kBlock, s1 - b0);
+          rows(t * B + b0, n);
+          consume(t, b0, b0 + n, y.data());
+        }
+      }
+    });
+  });
 }
 
 void LinearImpl::pretty_print(std::ostream& os) const {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <immintrin.h>
+#include <type_traits>
 #include <vector>
 
 // 32-byte GCC vectors are passed in registers only with AVX; these helpers
@@ -243,6 +244,45 @@ inline int64_t list_nonzero(const T* x, int64_t n, int32_t* idx, T* val, bool* b
   return k;
 }
 
+// Lists the inputs that spiked among bool (one byte, 0 or 1) spikes x[0, n)
+// in ascending order; returns their number. The bytes are tested 32 at a
+// time and left-packed 8 at a time like list_nonzero's floats: a quarter
+// of the bytes to read, and no values to list (every product is the weight).
+inline int64_t list_spikes(const uint8_t* x, int64_t n, int32_t* idx) {
+  int64_t k = 0, f = 0;
+#ifdef __AVX2__
+  const __m256i zero = _mm256_setzero_si256();
+  for (; f + 32 <= n; f += 32) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + f));
+    const uint32_t mask = ~static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, zero)));
+    if (mask == 0) continue;
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const uint32_t m = (mask >> (8 * g)) & 0xffu;
+      const __m256i order = _mm256_load_si256(reinterpret_cast<const __m256i*>(kLeftPack.lanes[m]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(idx + k),
+                          _mm256_add_epi32(order, _mm256_set1_epi32(static_cast<int32_t>(f + 8 * g))));
+      k += __builtin_popcount(m);
+    }
+  }
+#endif
+  for (; f + 8 <= n; f += 8) {
+    uint64_t word;
+    std::memcpy(&word, x + f, sizeof word);
+    if (word == 0) continue;
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < 8; ++j) {
+      idx[k] = static_cast<int32_t>(f + j);
+      k += x[f + j] != 0;
+    }
+  }
+  for (; f < n; ++f) {
+    idx[k] = static_cast<int32_t>(f);
+    k += x[f] != 0;
+  }
+  return k;
+}
+
 // Rows per block: a block's inputs (and, for the event kernel, its lists)
 // stay in cache while the weight tiles go by.
 constexpr int64_t kBlockRows = 32;
@@ -270,34 +310,44 @@ void linear_dense(const T* x, const T* wp, const T* bias, T* y, int64_t in, int6
   }
 }
 
-template <typename T>
-void linear_event(const T* x, const T* wp, const T* bias, T* y, int64_t in, int64_t out, int64_t r0, int64_t r1) {
+// X is T (any real inputs) or uint8_t (bool spikes: every listed input is 1).
+template <typename T, typename X>
+void linear_event(const X* x, const T* wp, const T* bias, T* y, int64_t in, int64_t out, int64_t r0, int64_t r1) {
+  constexpr bool kSpikes = std::is_same_v<X, uint8_t>;
   const int64_t tiles = (out + kTile - 1) / kTile;
   // Each thread's lists of nonzero inputs, kept between calls: no
-  // allocation in steady state.
+  // allocation in steady state. (list_spikes may write up to 7 entries
+  // past a row's count, within the row's `in` slots: n >= 32 there.)
   thread_local std::vector<int32_t> idx;
   thread_local std::vector<T> val;
   if (static_cast<int64_t>(idx.size()) < kBlockRows * in) {
     idx.resize(kBlockRows * in);
-    val.resize(kBlockRows * in);
+    if (!kSpikes) val.resize(kBlockRows * in);
   }
   int64_t count[kBlockRows];
   bool binary[kBlockRows];
   for (int64_t b0 = r0; b0 < r1; b0 += kBlockRows) {
     const int64_t rows = std::min(r1 - b0, kBlockRows);
     for (int64_t i = 0; i < rows; ++i) {
-      count[i] = list_nonzero(x + (b0 + i) * in, in, idx.data() + i * in, val.data() + i * in, &binary[i]);
+      if constexpr (kSpikes) {
+        count[i] = list_spikes(x + (b0 + i) * in, in, idx.data() + i * in);
+        binary[i] = true;
+      } else {
+        count[i] = list_nonzero(x + (b0 + i) * in, in, idx.data() + i * in, val.data() + i * in, &binary[i]);
+      }
     }
+    // (val is unused when every row is binary; an empty vector's data() is fine then.)
+    const T* vals = val.data();
     int64_t t = 0;
     for (; t + kEventTiles <= tiles; t += kEventTiles) {
       for (int64_t i = 0; i < rows; ++i) {
-        event_tiles<T, kEventTiles>(idx.data() + i * in, val.data() + i * in, count[i], binary[i], wp, bias,
-                                    y + (b0 + i) * out, in, out, t);
+        event_tiles<T, kEventTiles>(idx.data() + i * in, kSpikes ? nullptr : vals + i * in, count[i], binary[i], wp,
+                                    bias, y + (b0 + i) * out, in, out, t);
       }
     }
     for (; t < tiles; ++t) {
       for (int64_t i = 0; i < rows; ++i) {
-        event_tiles<T, 1>(idx.data() + i * in, val.data() + i * in, count[i], binary[i], wp, bias,
+        event_tiles<T, 1>(idx.data() + i * in, kSpikes ? nullptr : vals + i * in, count[i], binary[i], wp, bias,
                           y + (b0 + i) * out, in, out, t);
       }
     }
@@ -446,10 +496,13 @@ template void linear_weight_grad<double>(const double*, const double*, double*, 
 
 #define SNN_INSTANTIATE(T)                                                                                  \
   template void linear_dense<T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t);      \
-  template void linear_event<T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t);      \
+  template void linear_event<T, T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t);   \
+  template void linear_event<T, uint8_t>(const uint8_t*, const T*, const T*, T*, int64_t, int64_t, int64_t,   \
+                                         int64_t);                                                            \
   template int64_t count_nonzero<T>(const T*, int64_t);
 SNN_INSTANTIATE(float)
 SNN_INSTANTIATE(double)
 #undef SNN_INSTANTIATE
+template int64_t count_nonzero<uint8_t>(const uint8_t*, int64_t);
 
 }  // namespace snn::neurons::detail::SNN_ISA

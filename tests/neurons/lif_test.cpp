@@ -7,6 +7,8 @@
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
 #include "snn/neurons/lif.h"
+#include "snn/neurons/linear.h"
+#include "snn/neurons/linear_neuron.h"
 #include "support/test_util.h"
 
 namespace snn {
@@ -242,6 +244,105 @@ TEST(LIF, OneAndTwoThreadsGiveIdenticalResults) {
   EXPECT_TRUE(torch::equal(s[0], s[1]));
   EXPECT_TRUE(torch::equal(v[0], v[1]));
   EXPECT_TRUE(torch::equal(gx[0], gx[1]));
+}
+
+// The synapse and neuron passes fused (no currents stored) give the two
+// passes' spikes and state bit for bit: every model and reset, refractory
+// periods, real and bool inputs, both spike dtypes, blocks of samples that
+// do not divide the batch, state carried across calls, 1 and 2 threads.
+TEST(LinearNeuron, FusedPassEqualsTheTwoPassesBitForBit) {
+  torch::manual_seed(61);
+  const int64_t T = 7, B = 70, in = 90, out = 45;
+  for (const NeuronParams& p : option_space()) {
+    if (p.detach_reset) continue;  // forward only: detach_reset changes nothing here
+    for (auto dtype : {torch::kFloat, torch::kDouble}) {
+      Linear fc(in, out);
+      fc->to(dtype);
+      const torch::Tensor w = torch::full({}, -std::log(p.tau - 1.0), dtype);
+      const torch::Tensor rate = p.model == NeuronModel::kParametricLIF ? w.sigmoid() : torch::Tensor();
+      torch::NoGradGuard no_grad;
+      fc->weight.mul_(4.0);  // enough current to fire often
+      const torch::Tensor bits = torch::rand({2 * T, B, in}) < 0.3;
+      for (const torch::Tensor& x : {bits, bits.to(dtype)}) {
+        for (std::optional<torch::ScalarType> sdt : {std::optional<torch::ScalarType>(), std::optional(torch::kBool)}) {
+          for (int threads : {1, 2}) {
+            const int saved = at::get_num_threads();
+            at::set_num_threads(threads);
+            NeuronState ref_state, fused_state;
+            for (int64_t call = 0; call < 2; ++call) {  // the second call starts from the first's state
+              const torch::Tensor xc = x.narrow(0, call * T, T);
+              const torch::Tensor ref = functional::neuron_multistep(fc->forward(xc), ref_state, p, rate, nullptr, sdt);
+              const torch::Tensor got = functional::linear_neuron_multistep(*fc, xc, fused_state, p, rate, sdt);
+              ASSERT_EQ(got.scalar_type(), ref.scalar_type());
+              EXPECT_TRUE(torch::equal(got, ref)) << describe(p) << " threads " << threads << " call " << call;
+              EXPECT_TRUE(torch::equal(fused_state.v, ref_state.v)) << describe(p);
+              EXPECT_TRUE(torch::equal(fused_state.refractory, ref_state.refractory)) << describe(p);
+            }
+            at::set_num_threads(saved);
+          }
+        }
+      }
+    }
+  }
+}
+
+// While a gradient is recorded the fused call is the two passes, and
+// differentiable; the module (LinearNeuron) fuses only without one, and
+// hands its observers the spikes either way (and v where they ask for it).
+TEST(LinearNeuron, ModuleFusesOnlyWithoutGradientAndFeedsObservers) {
+  torch::manual_seed(62);
+  Linear fc(30, 12);
+  LIF lif(LIFOptions().step_mode(StepMode::kMulti));
+  std::shared_ptr<NeuronLayer> layer = lif.ptr();
+  LinearNeuron both(fc, torch::nn::AnyModule(lif), layer);
+  EXPECT_EQ(both->parameters().size(), 2u);
+  const torch::Tensor x = (torch::rand({6, 5, 30}) < 0.4).to(torch::kFloat);
+
+  const torch::Tensor trained = both->forward(x);
+  EXPECT_TRUE(trained.requires_grad());
+  trained.sum().backward();
+  EXPECT_TRUE(fc->weight.grad().defined());
+
+  torch::NoGradGuard no_grad;
+  layer->reset_state();
+  const torch::Tensor ref = lif->forward(fc->forward(x));
+  std::vector<torch::Tensor> seen, seen_v;
+  layer->set_observer([&](const torch::Tensor& s, const torch::Tensor& v) {
+    seen.push_back(s);
+    seen_v.push_back(v);
+  });
+  layer->reset_state();
+  EXPECT_TRUE(torch::equal(both->forward(x), ref));
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_TRUE(torch::equal(seen[0], ref));
+  EXPECT_FALSE(seen_v[0].defined());
+  layer->set_observer([&](const torch::Tensor& s, const torch::Tensor& v) {
+    seen.push_back(s);
+    seen_v.push_back(v);
+  }, /*with_v=*/true);
+  layer->reset_state();
+  EXPECT_TRUE(torch::equal(both->forward(x), ref));
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(seen_v[1].defined());
+  EXPECT_EQ(seen_v[1].sizes(), ref.sizes());
+  layer->set_observer({});
+  EXPECT_THROW(LinearNeuron(fc, torch::nn::AnyModule(LIF()), layer), Error);  // not the same neuron layer
+}
+
+// A layer asked for bool spikes without a gradient gives them only then.
+TEST(LIF, BoolSpikesWithoutGradOnlyWithoutGrad) {
+  LIF lif(LIFOptions().step_mode(StepMode::kMulti));
+  lif->set_bool_spikes_without_grad(true);
+  const torch::Tensor x = torch::rand({4, 3, 20}) * 2;
+  const torch::Tensor with_grad = lif->forward(x);
+  EXPECT_EQ(with_grad.scalar_type(), torch::kFloat);
+  lif->reset_state();
+  torch::NoGradGuard no_grad;
+  const torch::Tensor without = lif->forward(x);
+  EXPECT_EQ(without.scalar_type(), torch::kBool);
+  EXPECT_TRUE(torch::equal(without.to(torch::kFloat), with_grad));
+  lif->reset_state();
+  EXPECT_EQ(lif->multi_step(x, nullptr, torch::kFloat).scalar_type(), torch::kFloat);  // an explicit dtype wins
 }
 
 TEST(ParametricLIF, InitialisesWFromInitTauAndLearnsIt) {

@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <atomic>
+#include <cmath>
+
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
 #include "snn/core/frozen_weights.h"
@@ -214,6 +217,103 @@ TEST(Linear, PackedWeightsFollowEveryParameterChange) {
   EXPECT_TRUE(torch::allclose(fc->forward(xd), reference(xd), 1e-12, 1e-12));
 }
 
+// Bool spikes (one byte each) are read by the event-driven kernel directly
+// and converted for the dense one: every path gives what the same spikes as
+// reals give, bit for bit, on both ISAs and any thread count; widths cover
+// the byte kernel's 32-, 8- and 1-byte steps.
+TEST(Linear, BoolSpikesGiveTheValuesOfRealSpikes) {
+  torch::manual_seed(41);
+  for (auto dtype : {torch::kFloat, torch::kDouble}) {
+    for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{
+             {784, 37}, {13, 1}, {100, 10}, {40, 16}, {257, 70}, {1024, 300}}) {
+      Linear dense(LinearOptions(in, out).path(LinearPath::kDense));
+      Linear event(LinearOptions(in, out).path(LinearPath::kEvent));
+      Linear automatic(LinearOptions(in, out));
+      for (Linear* m : {&dense, &event, &automatic}) (*m)->to(dtype);
+      torch::NoGradGuard no_grad;
+      for (Linear* m : {&event, &automatic}) {
+        (*m)->weight.copy_(dense->weight);
+        (*m)->bias.copy_(dense->bias);
+      }
+      for (double p : {0.0, 0.03, 0.3, 1.0}) {
+        const torch::Tensor bits = torch::rand({3, 35, in}) < p;
+        const torch::Tensor ref = dense->forward(bits.to(dtype));
+        for (Linear* m : {&dense, &event, &automatic}) {
+          const torch::Tensor y = (*m)->forward(bits);
+          EXPECT_EQ(y.scalar_type(), dtype);
+          EXPECT_TRUE(torch::equal(y, ref)) << in << "x" << out << " p " << p;
+          set_cpu_isa(CpuIsa::kBaseline);
+          EXPECT_TRUE(torch::equal((*m)->forward(bits), ref)) << "baseline " << in << "x" << out << " p " << p;
+          set_cpu_isa(CpuIsa::kAuto);
+        }
+        EXPECT_NEAR(functional::density_of(bits), functional::density_of(bits.to(dtype)), 1e-12);
+        const int saved = at::get_num_threads();
+        at::set_num_threads(1);
+        EXPECT_TRUE(torch::equal(event->forward(bits), ref)) << "1 thread " << in << "x" << out;
+        at::set_num_threads(saved);
+      }
+    }
+  }
+}
+
+// With a gradient recorded, bool spikes become 0/1 reals: the weight
+// gradients are the real spikes' ones.
+TEST(Linear, BoolSpikesTrainLikeRealSpikes) {
+  torch::manual_seed(42);
+  Linear a(60, 20), b(60, 20);
+  {
+    torch::NoGradGuard no_grad;
+    b->weight.copy_(a->weight);
+    b->bias.copy_(a->bias);
+  }
+  const torch::Tensor bits = torch::rand({5, 4, 60}) < 0.2;
+  const torch::Tensor ya = a->forward(bits), yb = b->forward(bits.to(torch::kFloat));
+  EXPECT_TRUE(torch::equal(ya, yb));
+  (ya * ya).sum().backward();
+  (yb * yb).sum().backward();
+  EXPECT_TRUE(torch::equal(a->weight.grad(), b->weight.grad()));
+  EXPECT_TRUE(torch::equal(a->bias.grad(), b->bias.grad()));
+}
+
+// forward_steps hands out forward()'s values a block of samples at a time,
+// each sample's steps in order on one thread, for every kernel and input kind.
+TEST(Linear, ForwardStepsHandsOutForwardsValuesBlockByBlock) {
+  torch::manual_seed(43);
+  const int64_t T = 5, B = 70, in = 100, out = 37;
+  for (LinearPath path : {LinearPath::kDense, LinearPath::kEvent, LinearPath::kAuto}) {
+    Linear fc(LinearOptions(in, out).path(path));
+    torch::NoGradGuard no_grad;
+    const torch::Tensor bits = torch::rand({T, B, in}) < 0.1;
+    for (const torch::Tensor& x : {bits, bits.to(torch::kFloat), torch::randn({T, B, in})}) {
+      const torch::Tensor ref = fc->forward(x);
+      for (int threads : {1, 2}) {
+        const int saved = at::get_num_threads();
+        at::set_num_threads(threads);
+        torch::Tensor got = torch::full({T, B, out}, std::nan(""));
+        std::vector<int64_t> last_step(B, -1);
+        std::atomic<bool> in_order{true};
+        fc->forward_steps(x, [&](int64_t t, int64_t b0, int64_t b1, void* y) {
+          for (int64_t b = b0; b < b1; ++b) {
+            if (last_step[b] != t - 1) in_order = false;
+            last_step[b] = t;
+          }
+          got[t].narrow(0, b0, b1 - b0).copy_(torch::from_blob(y, {b1 - b0, out}, torch::kFloat));
+        });
+        at::set_num_threads(saved);
+        EXPECT_TRUE(in_order.load());
+        EXPECT_TRUE(torch::equal(got, ref)) << "threads " << threads << " path " << static_cast<int>(path);
+      }
+    }
+  }
+  Linear fc(in, out);
+  auto noop = [](int64_t, int64_t, int64_t, void*) {};
+  EXPECT_THROW(fc->forward_steps(torch::zeros({T, B, in}), noop), Error);  // a gradient is being recorded
+  torch::NoGradGuard no_grad;
+  EXPECT_THROW(fc->forward_steps(torch::zeros({B, in}), noop), Error);
+  EXPECT_THROW(fc->forward_steps(torch::zeros({T, B, in + 1}), noop), Error);
+  EXPECT_THROW(fc->forward_steps(torch::zeros({T, B, in}, torch::kDouble), noop), Error);
+}
+
 TEST(Linear, WithoutBiasAndBadShapes) {
   Linear fc(LinearOptions(4, 3).bias(false));
   EXPECT_FALSE(fc->bias.defined());
@@ -221,6 +321,7 @@ TEST(Linear, WithoutBiasAndBadShapes) {
   EXPECT_TRUE(torch::equal(fc->forward(torch::zeros({2, 4})), torch::zeros({2, 3})));
   EXPECT_THROW(fc->forward(torch::zeros({2, 5})), c10::Error);
   EXPECT_THROW(fc->forward(torch::zeros({2, 4}, torch::kDouble)), c10::Error);
+  EXPECT_THROW(fc->forward(torch::zeros({2, 4}, torch::kInt)), c10::Error);
   EXPECT_THROW(Linear(0, 3), Error);
 }
 

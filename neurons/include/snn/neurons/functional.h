@@ -54,6 +54,8 @@ struct NeuronTrace {
   torch::Tensor v;  ///< [T, B, ...] potential after reset
 };
 
+class LinearImpl;
+
 namespace functional {
 
 /// Runs T steps of a neuron layer as one fused pass.
@@ -73,6 +75,16 @@ torch::Tensor neuron_multistep(const torch::Tensor& x_seq, NeuronState& state,
                                const NeuronParams& params, const torch::Tensor& rate = {},
                                NeuronTrace* trace = nullptr,
                                std::optional<torch::ScalarType> spike_dtype = std::nullopt);
+
+/// neuron_multistep(fc->forward(x_seq), state, params, rate, nullptr,
+/// spike_dtype), bit for bit, for x_seq [T, B, in] (real, or bool spikes)
+/// on the CPU with no gradient recorded: fused, each block of fc's output
+/// goes through the neurons while in cache (LinearImpl::forward_steps), so
+/// the currents [T, B, out] are never stored. Elsewhere (a GPU, training)
+/// it is the two passes one after the other.
+torch::Tensor linear_neuron_multistep(LinearImpl& fc, const torch::Tensor& x_seq, NeuronState& state,
+                                      const NeuronParams& params, const torch::Tensor& rate = {},
+                                      std::optional<torch::ScalarType> spike_dtype = std::nullopt);
 
 /// One step: x [B, ...] -> spikes [B, ...]; the T = 1 case of neuron_multistep.
 torch::Tensor neuron_step(const torch::Tensor& x, NeuronState& state, const NeuronParams& params,

@@ -76,9 +76,14 @@ class NeuronLayer : public Temporal {
   /// One step: x [B, ...] -> spikes [B, ...] in x's dtype.
   torch::Tensor step(const torch::Tensor& x);
   /// T steps: x_seq [T, B, ...] -> spikes [T, B, ...]; trace, when given,
-  /// receives the per-step h and v; spike_dtype kBool for inference.
+  /// receives the per-step h and v; spike_dtype kBool for inference
+  /// (default: x's dtype, or see set_bool_spikes_without_grad).
   torch::Tensor multi_step(const torch::Tensor& x_seq, NeuronTrace* trace = nullptr,
                            std::optional<torch::ScalarType> spike_dtype = std::nullopt);
+  /// multi_step(fc->forward(x_seq)), the same spikes, with the two passes
+  /// fused where they can be (functional::linear_neuron_multistep: the CPU,
+  /// no gradient recorded, no observer asking for v).
+  torch::Tensor multi_step_after(LinearImpl& fc, const torch::Tensor& x_seq);
   /// Forgets v and the refractory counts; the next call may use any shape.
   void reset_state() override { state_ = NeuronState{}; }
   /// {v, refractory counts}, or {} after a reset.
@@ -96,6 +101,13 @@ class NeuronLayer : public Temporal {
     spikes_counted_ = 0;
   }
   double spikes_counted() const { return spikes_counted_; }
+
+  /// While on, multi-step passes that record no gradient (GradMode off)
+  /// return bool spikes unless multi_step is given a dtype: the same 0/1
+  /// values in a quarter of float32's bytes, for a next layer that reads
+  /// bool (snn::Linear does). Off by default: spikes keep x's dtype.
+  void set_bool_spikes_without_grad(bool on) { bool_without_grad_ = on; }
+  bool bool_spikes_without_grad() const { return bool_without_grad_; }
 
   /// Receives every multi-step block as it is produced, in the thread that
   /// produced it (a pipeline stage): spikes [K, B, ...] and, when the
@@ -117,6 +129,8 @@ class NeuronLayer : public Temporal {
   }
 
  private:
+  /// spike_dtype, or bool where set_bool_spikes_without_grad says so.
+  std::optional<torch::ScalarType> spike_dtype_for(std::optional<torch::ScalarType> spike_dtype) const;
   torch::Tensor counted(torch::Tensor spikes) {
     if (count_spikes_) spikes_counted_ += spikes.detach().sum().item<double>();
     return spikes;
@@ -125,6 +139,7 @@ class NeuronLayer : public Temporal {
   Observer observer_;
   bool observer_wants_v_ = false;
   bool count_spikes_ = false;
+  bool bool_without_grad_ = false;
   double spikes_counted_ = 0;
 };
 

@@ -34,6 +34,8 @@
 #include <torch/nn/pimpl.h>
 #include <torch/types.h>
 
+#include <functional>
+
 namespace snn {
 
 /// Which kernel snn::Linear's forward uses (and, on the CPU, its input
@@ -105,8 +107,11 @@ struct PackedLinear {
 
 namespace functional {
 /// y[..., o] = b[o] + sum over f in ascending order, x[..., f] != 0, of x[..., f] W[o, f].
-/// x: [..., in] float32/float64; weight [out, in]; bias [out] or undefined.
-/// Differentiable w.r.t. x, weight and bias.
+/// x: [..., in] of the weight's dtype (float32/float64), or bool spikes;
+/// weight [out, in]; bias [out] or undefined. The output has the weight's
+/// dtype, and bool spikes give exactly what their 0/1 reals give (the CPU
+/// event-driven kernel reads the bytes: a quarter of float32's traffic).
+/// Differentiable w.r.t. real x, weight and bias.
 /// On the CPU, the weight and bias gradients of each call are summed in double
 /// and rounded once per call; pass `sums` to carry the sums across calls
 /// instead (the module does): the gradients then go straight to
@@ -118,7 +123,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
                      const c10::intrusive_ptr<LinearGradSums>& sums = {}, LinearPath path = LinearPath::kAuto,
                      double crossover = kLinearEventCrossover);
 
-/// The fraction of nonzero entries of a CPU float/double tensor (its
+/// The fraction of nonzero entries of a CPU float/double/bool tensor (its
 /// measured firing fraction, for spikes), estimated from about 16K
 /// entries (whole rows of the last dimension, evenly spaced).
 double density_of(const torch::Tensor& x);
@@ -137,6 +142,19 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   void reset() override;
   /// x [..., in] -> [..., out]; any leading dimensions ([T, B] included).
   torch::Tensor forward(const torch::Tensor& x);
+
+  /// Receives y [b1 - b0, out] (contiguous, the weight's dtype): the
+  /// layer's output at step t for the samples [b0, b1).
+  using StepBlockFn = std::function<void(int64_t t, int64_t b0, int64_t b1, void* y)>;
+  /// forward(x) for x [T, B, in] on the CPU with no gradient recorded,
+  /// handed to `consume` a block of up to 32 samples at one step at a time
+  /// while it is in cache, instead of stored whole: a next layer that is
+  /// element-wise per sample (a neuron layer) then reads its input from L1/L2
+  /// rather than from memory. Each sample's blocks come in ascending t, on
+  /// one thread; different samples may be consumed on different threads at
+  /// once. The values are forward()'s, bit for bit. Throws snn::Error if x
+  /// is not [T, B, in] on the CPU or a gradient is being recorded.
+  void forward_steps(const torch::Tensor& x, const StepBlockFn& consume);
   void pretty_print(std::ostream& stream) const override;
   /// The kernel the last CPU forward used, and the input density it
   /// measured (kAuto only; -1 when it did not measure).
@@ -147,6 +165,10 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   torch::Tensor bias;
 
  private:
+  /// Resolves kAuto on the CPU (measuring x) and returns the weights
+  /// packed for x's device (the cache), or null where the kernel reads the
+  /// weights as they are.
+  const PackedLinear* prepare(const torch::Tensor& x, LinearPath& path);
   c10::intrusive_ptr<LinearGradSums> grad_sums_;
   PackedLinear packed_;
   LinearPath last_path_ = LinearPath::kAuto;

@@ -14,6 +14,7 @@
 #include "snn/neurons/functional.h"
 #include "snn/neurons/lif.h"
 #include "snn/neurons/linear.h"
+#include "snn/neurons/linear_neuron.h"
 #include "snn/pipeline/model_pipeline.h"
 
 namespace snn {

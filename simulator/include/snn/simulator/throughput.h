@@ -51,6 +51,10 @@ struct ThroughputResult {
   /// One sequential pass over all T steps (K = T, one stage), timed per
   /// module: encoder, synapses (snn::Linear), neuron layers.
   double encode_seconds = 0, synapse_seconds = 0, neuron_seconds = 0;
+  /// The same layers as the pipeline runs them (snn::LinearNeuron: each
+  /// synapse layer with its neurons, fused on the CPU), summed over layers.
+  /// fused_seconds - synapse_seconds is what the neurons add there.
+  double fused_seconds = 0;
   /// The naive loop's firing rate of the last layer (a check that it
   /// simulates the same network: close to layers.back().output_rate).
   double naive_output_rate = 0;
