@@ -84,8 +84,7 @@ torch::Tensor poisson_impl(const torch::Tensor& p_in, const torch::Tensor& sampl
           .contiguous();
   const torch::Tensor samples = sample_index.to(p.device(), torch::kLong).contiguous();
   TORCH_CHECK(!validate || samples.numel() == 0 || samples.min().item<int64_t>() >= 0, "sample indices must be >= 0");
-  const bool as_bool = !o.spike_dtype() && o.bool_spikes_without_grad() && !torch::GradMode::is_enabled();
-  const torch::ScalarType sdt = as_bool ? torch::kBool : o.spike_dtype().value_or(p.scalar_type());
+  const torch::ScalarType sdt = o.spike_dtype().value_or(p.scalar_type());
   TORCH_CHECK(sdt == p.scalar_type() || sdt == torch::kBool, "spike dtype must be the input's or bool, got ", sdt);
   std::vector<int64_t> out_shape{steps};
   for (int64_t d = 1; d < p_in.dim(); ++d) out_shape.push_back(p_in.size(d));

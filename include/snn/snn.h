@@ -8,6 +8,7 @@
 #include "snn/neurons/functional.h"
 #include "snn/neurons/lif.h"
 #include "snn/neurons/linear.h"
+#include "snn/neurons/linear_neuron.h"
 #include "snn/neurons/surrogate.h"
 #include "snn/pipeline/model_pipeline.h"
 #include "snn/analysis/analysis.h"

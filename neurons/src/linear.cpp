@@ -33,8 +33,8 @@ SNN_DECLARE_LINEAR_ROWS(avx2)
 #undef SNN_DECLARE_LINEAR_ROWS
 #define SNN_DECLARE_LINEAR_GRAD(isa)                                                                         \
   namespace isa {                                                                                            \
-  template <typename T>                                                                                      \
-  void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in, int64_t out, int64_t steps, \
+  template <typename X>                                                                                      \
+  void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in, int64_t out, int64_t steps, \
                           int64_t batch, int64_t f0, int64_t f1);                                            \
   }
 SNN_DECLARE_LINEAR_GRAD(base)
@@ -219,9 +219,8 @@ void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g, torch::Ten
   double* sp = sum_t.data_ptr<double>();
   const torch::Tensor g_packed = pack_tiles(g);  // [tiles, rows, 16], as the kernel reads it
   const double* gp = g_packed.data_ptr<double>();
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear_weight_grad", [&] {
-    const scalar_t* xp = x.data_ptr<scalar_t>();
-    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, rows * out / 8));
+  const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, rows * out / 8));
+  auto run = [&](const auto* xp) {
     at::parallel_for(0, in, grain, [&](int64_t f0, int64_t f1) {
       if (use_avx2) {
         neurons::detail::avx2::linear_weight_grad(xp, gp, sp, in, out, steps, batch, f0, f1);
@@ -229,7 +228,12 @@ void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g, torch::Ten
         neurons::detail::base::linear_weight_grad(xp, gp, sp, in, out, steps, batch, f0, f1);
       }
     });
-  });
+  };
+  if (x.scalar_type() == torch::kBool) {
+    run(static_cast<const uint8_t*>(x.data_ptr()));  // bool spikes: listed from the bytes
+  } else {
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_linear_weight_grad", [&] { run(x.data_ptr<scalar_t>()); });
+  }
 }
 
 // Adds the bias gradient (the column sums of g, double, contiguous) to sum
@@ -365,11 +369,12 @@ torch::Tensor linear_with(const torch::Tensor& x, const torch::Tensor& weight, c
   TORCH_CHECK(x.scalar_type() == weight.scalar_type() || x.scalar_type() == torch::kBool, "linear: input is ",
               x.scalar_type(), " but the weight is ", weight.scalar_type(), " (bool spikes are also accepted)");
   torch::Tensor x2 = x.reshape({-1, x.size(-1)});
-  // Bool spikes go to the kernels as they are when no gradient is recorded;
-  // the backward pass reads real inputs, so with one they become 0/1 reals.
+  // Bool spikes go to the CPU kernels as they are, forward and backward
+  // (the weight gradient lists them from the bytes too); a GPU's backward
+  // (cuBLAS) reads reals, so there they become 0/1 reals when it will run.
   const bool records_grad = torch::GradMode::is_enabled() &&
                             (weight.requires_grad() || (bias.defined() && bias.requires_grad()));
-  if (x2.scalar_type() == torch::kBool && records_grad) x2 = x2.to(weight.scalar_type());
+  if (x2.scalar_type() == torch::kBool && records_grad && x2.is_cuda()) x2 = x2.to(weight.scalar_type());
   // Autograd records every tensor input, so an absent bias travels as an empty tensor.
   const torch::Tensor b = bias.defined() ? bias : torch::empty({0}, weight.options());
   // Rows of a multi-step input [T, B, in] are step-major; BPTT order needs T.

@@ -376,9 +376,13 @@ int64_t count_nonzero(const T* x, int64_t n) {
 // weights, [tiles, rows, 16] (zero-padded), so that the tile's column is
 // contiguous (rows x 128 bytes, in L2) rather than a stride that maps every
 // row to the same few cache sets.
-template <typename T>
-void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in, int64_t out, int64_t steps,
+//
+// X is float or double (real inputs) or uint8_t (bool spikes, listed from
+// the bytes).
+template <typename X>
+void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in, int64_t out, int64_t steps,
                         int64_t batch, int64_t f0, int64_t f1) {
+  constexpr bool kSpikes = std::is_same_v<X, uint8_t>;
   using V = Simd<double>::type;
   constexpr int64_t L = sizeof(V) / sizeof(double);
   constexpr int NV = kTile / L;  // vectors per tile
@@ -387,7 +391,7 @@ void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in,
   // List f holds its entries at [start[f], start[f + 1]).
   thread_local std::vector<int64_t> start, next, row_begin;
   thread_local std::vector<int32_t> row_of, nz;
-  thread_local std::vector<T> nz_val;  // list_nonzero's values: unused here (they are re-read from x)
+  thread_local std::vector<X> nz_val;  // list_nonzero's values: unused here (they are re-read from x)
   thread_local std::vector<double> value;
   start.assign(nf + 1, 0);
   row_begin.resize(rows + 1);
@@ -400,9 +404,14 @@ void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in,
   for (int64_t r = 0; r < rows; ++r) {
     // A row's list takes up to nf entries (list_nonzero may write that far).
     if (static_cast<int64_t>(nz.size()) < pos + nf) nz.resize(std::max<int64_t>(2 * nz.size(), pos + nf));
-    bool ones = true;
-    const int64_t k = list_nonzero(x + r * in + f0, nf, nz.data() + pos, nz_val.data(), &ones);
-    binary = binary && ones;
+    int64_t k = 0;
+    if constexpr (kSpikes) {
+      k = list_spikes(x + r * in + f0, nf, nz.data() + pos);
+    } else {
+      bool ones = true;
+      k = list_nonzero(x + r * in + f0, nf, nz.data() + pos, nz_val.data(), &ones);
+      binary = binary && ones;
+    }
     for (int64_t i = pos; i < pos + k; ++i) ++start[nz[i] + 1];
     pos += k;
     row_begin[r + 1] = pos;
@@ -420,7 +429,7 @@ void linear_weight_grad(const T* x, const double* gy, double* sum_t, int64_t in,
   for (int64_t s = steps - 1; s >= 0; --s) {
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t r = s * batch + b;
-      const T* xr = x + r * in + f0;
+      const X* xr = x + r * in + f0;
       for (int64_t i = row_begin[r]; i < row_begin[r + 1]; ++i) {
         const int32_t f = nz[i];
         ro[nx[f]] = static_cast<int32_t>(r);
@@ -493,6 +502,8 @@ template void linear_weight_grad<float>(const float*, const double*, double*, in
                                         int64_t, int64_t);
 template void linear_weight_grad<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, int64_t,
                                          int64_t, int64_t);
+template void linear_weight_grad<uint8_t>(const uint8_t*, const double*, double*, int64_t, int64_t, int64_t, int64_t,
+                                          int64_t, int64_t);
 
 #define SNN_INSTANTIATE(T)                                                                                  \
   template void linear_dense<T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t);      \

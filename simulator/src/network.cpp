@@ -136,11 +136,12 @@ SpikingNetwork::SpikingNetwork(const NetworkConfig& config) : config_(config) {
   // Weights depend only on the seed (LibTorch's global generator, reseeded).
   torch::manual_seed(static_cast<uint64_t>(config_.seed));
   PoissonEncoderOptions enc;
-  // Spikes that only feed an snn::Linear travel as bool when no gradient
-  // is recorded (simulation, evaluation): a quarter of the memory traffic
-  // of float32, the same values. The last layer's spikes, the network's
+  // Spikes that only feed an snn::Linear travel as bool: a quarter of the
+  // memory traffic of float32, the same values. The encoder's always (they
+  // carry no gradient), the hidden layers' when no gradient is recorded
+  // (simulation, evaluation). The last layer's spikes, the network's
   // output, keep the input's dtype: callers sum them into counts.
-  enc.seed(config_.seed).step_mode(StepMode::kMulti).bool_spikes_without_grad(true);
+  enc.seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool);
   encoder_ = PoissonEncoder(enc);
   for (size_t i = 0; i + 1 < config_.layers.size(); ++i) {
     synapses_.emplace_back(LinearOptions(config_.layers[i], config_.layers[i + 1]).carry_grad_sums(true));
@@ -226,7 +227,7 @@ std::vector<int64_t> SpikingNetwork::measure_balance(const torch::Tensor& images
   torch::NoGradGuard no_grad;
   const torch::Tensor x = prepare_input(images);
   const int64_t T = config_.steps;
-  PoissonEncoder enc(PoissonEncoderOptions().seed(config_.seed).step_mode(StepMode::kMulti).bool_spikes_without_grad(true));
+  PoissonEncoder enc(PoissonEncoderOptions().seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool));
   torch::Tensor spikes = enc->forward(x.unsqueeze(0).expand({T, x.size(0), x.size(1)}));
   measured_seconds_.assign(synapses_.size(), std::numeric_limits<double>::infinity());
   for (size_t i = 0; i < synapses_.size(); ++i) {

@@ -149,22 +149,6 @@ TEST(Poisson, RejectsMismatchedSampleIndices) {
   EXPECT_THROW(functional::poisson_encode(torch::rand({3, 4}), torch::tensor({0, -1, 2}), 0, 1), c10::Error);
 }
 
-// bool_spikes_without_grad: bool spikes when no gradient is recorded, the
-// input's dtype otherwise (and an explicit spike_dtype always), same values.
-TEST(Poisson, BoolSpikesWithoutGradOnlyWithoutGrad) {
-  const torch::Tensor x = torch::rand({5, 40});
-  PoissonEncoder enc(PoissonEncoderOptions().seed(3).bool_spikes_without_grad(true));
-  const torch::Tensor with_grad = enc->encode(x, torch::arange(5), 0, 3);
-  EXPECT_EQ(with_grad.scalar_type(), torch::kFloat);
-  torch::NoGradGuard no_grad;
-  const torch::Tensor without = enc->encode(x, torch::arange(5), 0, 3);
-  EXPECT_EQ(without.scalar_type(), torch::kBool);
-  EXPECT_TRUE(torch::equal(without.to(torch::kFloat), with_grad));
-  PoissonEncoder explicit_dtype(
-      PoissonEncoderOptions().seed(3).bool_spikes_without_grad(true).spike_dtype(torch::kFloat));
-  EXPECT_EQ(explicit_dtype->encode(x, torch::arange(5), 0, 3).scalar_type(), torch::kFloat);
-}
-
 TEST(Poisson, ModuleStepsThroughTime) {
   PoissonEncoder enc(PoissonEncoderOptions().seed(9).spike_dtype(torch::kBool));
   const torch::Tensor x = torch::rand({5, 30});

@@ -42,12 +42,11 @@ struct PoissonEncoderOptions {
   /// Clamp out-of-range inputs into range instead of rejecting them (NaN is
   /// always rejected). Default false.
   TORCH_ARG(bool, clamp) = false;
-  /// dtype of the spikes: the input's (default) or torch::kBool.
+  /// dtype of the spikes: the input's (default) or torch::kBool (the same
+  /// 0/1 values in a quarter of float32's bytes, for a next layer that
+  /// reads bool, as snn::Linear does, also when training: spikes from an
+  /// encoder carry no gradient).
   TORCH_ARG(std::optional<torch::ScalarType>, spike_dtype) = std::nullopt;
-  /// When spike_dtype is unset: bool spikes while no gradient is recorded
-  /// (GradMode off), the same 0/1 values in a quarter of float32's bytes
-  /// for a next layer that reads bool (snn::Linear does). Default false.
-  TORCH_ARG(bool, bool_spikes_without_grad) = false;
   /// Meaning of forward(x): one step of [B, ...] (default) or a block [T, B, ...].
   TORCH_ARG(StepMode, step_mode) = StepMode::kSingle;
 };
