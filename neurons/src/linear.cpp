@@ -82,15 +82,27 @@ namespace {
 
 constexpr int64_t kTile = 16;  // output columns per packed weight tile (linear_loops.cpp)
 
-// wt [in, out] (any strides) as the kernels read it: [tiles, in, kTile],
-// contiguous, the last tile's missing columns zero.
+// wt [in, out] (any strides, on the CPU) as the kernels read it: [tiles,
+// in, kTile], contiguous, the last tile's missing columns zero. One pass
+// (it runs once per training step for every layer).
 torch::Tensor pack_tiles(const torch::Tensor& wt) {
-  torch::NoGradGuard no_grad;
   const int64_t in = wt.size(0), out = wt.size(1), tiles = (out + kTile - 1) / kTile;
-  return torch::constant_pad_nd(wt.detach(), {0, tiles * kTile - out})
-      .view({in, tiles, kTile})
-      .permute({1, 0, 2})
-      .contiguous();
+  torch::Tensor packed = torch::empty({tiles, in, kTile}, wt.options());
+  const int64_t si = wt.stride(0), so = wt.stride(1);
+  AT_DISPATCH_FLOATING_TYPES(wt.scalar_type(), "snn_linear_pack", [&] {
+    const scalar_t* src = wt.data_ptr<scalar_t>();
+    scalar_t* dst = packed.data_ptr<scalar_t>();
+    for (int64_t t = 0; t < tiles; ++t) {
+      const int64_t n = std::min(kTile, out - t * kTile);
+      for (int64_t i = 0; i < in; ++i) {
+        scalar_t* d = dst + (t * in + i) * kTile;
+        const scalar_t* s = src + i * si + t * kTile * so;
+        for (int64_t j = 0; j < n; ++j) d[j] = s[j * so];
+        for (int64_t j = n; j < kTile; ++j) d[j] = scalar_t(0);
+      }
+    }
+  });
+  return packed;
 }
 
 torch::Tensor pad_bias(const torch::Tensor& bias) {
@@ -208,16 +220,40 @@ torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weigh
   return rows_times(x2, packed.weight, weight.size(0), packed.bias, path, crossover);
 }
 
-// Adds the weight gradient of x2 [steps * batch, in] and gy [steps * batch,
-// out] (double) to sum_t [in, out] (double), split across threads by input, each
+// gy [steps * batch, out] (float or double, rows step-major) as the
+// gradient kernels read it: double, [tiles, rows, kTile] zero-padded like
+// the weights, row p being step steps - 1 - p / batch and sample p % batch
+// (BPTT order, so that every sum reads its rows in ascending order). One
+// pass; float to double is exact.
+torch::Tensor pack_grad(const torch::Tensor& gy, int64_t steps) {
+  const torch::Tensor g = gy.contiguous();
+  const int64_t rows = g.size(0), out = g.size(1), batch = rows / steps, tiles = (out + kTile - 1) / kTile;
+  torch::Tensor packed = torch::empty({tiles, rows, kTile}, g.options().dtype(torch::kDouble));
+  double* dst = packed.data_ptr<double>();
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "snn_linear_pack_grad", [&] {
+    const scalar_t* src = g.data_ptr<scalar_t>();
+    for (int64_t p = 0; p < rows; ++p) {
+      const scalar_t* row = src + ((steps - 1 - p / batch) * batch + p % batch) * out;
+      for (int64_t t = 0; t < tiles; ++t) {
+        double* d = dst + (t * rows + p) * kTile;
+        const int64_t n = std::min(kTile, out - t * kTile);
+        for (int64_t o = 0; o < n; ++o) d[o] = static_cast<double>(row[t * kTile + o]);
+        for (int64_t o = n; o < kTile; ++o) d[o] = 0.0;
+      }
+    }
+  });
+  return packed;
+}
+
+// Adds the weight gradient of x2 [steps * batch, in] and gy (packed by
+// pack_grad) to sum_t [in, out] (double), split across threads by input, each
 // input's sums in BPTT row order: bit-identical for any thread count.
-void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g, torch::Tensor& sum_t, int64_t steps) {
+void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g_packed, torch::Tensor& sum_t, int64_t steps) {
   const torch::Tensor x = x2.contiguous();
-  const int64_t rows = x.size(0), in = x.size(1), out = g.size(1);
+  const int64_t rows = x.size(0), in = x.size(1), out = sum_t.size(1);
   const int64_t batch = rows / steps;
   const bool use_avx2 = cpu_loops_use_avx2();
   double* sp = sum_t.data_ptr<double>();
-  const torch::Tensor g_packed = pack_tiles(g);  // [tiles, rows, 16], as the kernel reads it
   const double* gp = g_packed.data_ptr<double>();
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, rows * out / 8));
   auto run = [&](const auto* xp) {
@@ -236,16 +272,18 @@ void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g, torch::Ten
   }
 }
 
-// Adds the bias gradient (the column sums of g, double, contiguous) to sum
+// Adds the bias gradient (the column sums of gy, packed by pack_grad) to sum
 // [out] in BPTT row order.
-void add_bias_grad(const torch::Tensor& g, torch::Tensor& sum, int64_t steps) {
-  const int64_t rows = g.size(0), out = g.size(1), batch = rows / steps;
-  const double* gp = g.data_ptr<double>();
+void add_bias_grad(const torch::Tensor& g_packed, torch::Tensor& sum) {
+  const int64_t tiles = g_packed.size(0), rows = g_packed.size(1), out = sum.size(0);
+  const double* gp = g_packed.data_ptr<double>();
   double* sp = sum.data_ptr<double>();
-  for (int64_t s = steps - 1; s >= 0; --s) {
-    for (int64_t b = 0; b < batch; ++b) {
-      const double* row = gp + (s * batch + b) * out;
-      for (int64_t o = 0; o < out; ++o) sp[o] += row[o];
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t n = std::min(kTile, out - t * kTile);
+    double* st = sp + t * kTile;
+    for (int64_t p = 0; p < rows; ++p) {
+      const double* row = gp + (t * rows + p) * kTile;
+      for (int64_t o = 0; o < n; ++o) st[o] += row[o];
     }
   }
 }
@@ -263,17 +301,45 @@ void sync_sum(torch::Tensor& sum, const torch::Tensor& param, const torch::Tenso
   }
 }
 
+// Writes the rounding of `sum` (double, param's shape or, if `transposed`,
+// its transpose) to g (contiguous, param's shape and dtype) in one pass.
+void write_rounded(const torch::Tensor& sum, torch::Tensor& g, bool transposed) {
+  if (!transposed) {
+    g.copy_(sum);
+    return;
+  }
+  const int64_t in = sum.size(0), out = sum.size(1);
+  const double* sp = sum.data_ptr<double>();
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "snn_linear_publish", [&] {
+    scalar_t* gp = g.data_ptr<scalar_t>();
+    constexpr int64_t kBlock = 32;  // 32 x 32 blocks: both sides' lines stay in L1 while transposed
+    for (int64_t i0 = 0; i0 < in; i0 += kBlock) {
+      const int64_t i1 = std::min(in, i0 + kBlock);
+      for (int64_t o0 = 0; o0 < out; o0 += kBlock) {
+        const int64_t o1 = std::min(out, o0 + kBlock);
+        for (int64_t o = o0; o < o1; ++o) {
+          for (int64_t i = i0; i < i1; ++i) gp[o * in + i] = static_cast<scalar_t>(sp[i * out + o]);
+        }
+      }
+    }
+  });
+}
+
 // Writes the rounding of `sum` to param.grad(), in place where the gradient
-// is the one written last, and remembers what it wrote.
+// is the one written last, and remembers what it wrote. Where the gradient
+// was dropped (zero_grad sets it to none) and nothing else holds the tensor
+// written last or its storage, that tensor is reused: no allocation per step.
 void publish_sum(const torch::Tensor& sum, torch::Tensor& param, torch::Tensor& written, uint32_t& version,
                  bool transposed) {
-  const torch::Tensor value = transposed ? sum.t() : sum;
   torch::Tensor& g = param.mutable_grad();
-  if (g.defined() && written.defined() && g.is_same(written)) {
-    g.copy_(value);
-  } else {
-    g = value.to(param.scalar_type()).contiguous();
+  const bool ours = g.defined() && written.defined() && g.is_same(written);
+  if (!ours) {
+    const bool reusable = !g.defined() && written.defined() && written.use_count() == 1 &&
+                          written.storage().use_count() == 1 && written.sizes() == param.sizes() &&
+                          written.scalar_type() == param.scalar_type() && written.device() == param.device();
+    g = reusable ? written : torch::empty(param.sizes(), param.options().requires_grad(false));
   }
+  write_rounded(sum, g, transposed);
   written = g;
   version = g._version();
 }
@@ -319,7 +385,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     if (!need_w && !need_b) return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     const int64_t steps = ctx->saved_data["steps"].toInt();
     const auto dbl = weight.options().dtype(torch::kDouble);
-    const torch::Tensor gd = gy.to(torch::kDouble).contiguous();  // once, for both sums
+    const torch::Tensor gd = pack_grad(gy, steps);  // once, for both sums
     if (!ctx->saved_data.count("sums")) {
       // One call's gradients, summed in double and rounded once.
       if (need_w) {
@@ -329,7 +395,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
       }
       if (need_b) {
         torch::Tensor sum = torch::zeros({weight.size(0)}, dbl);
-        add_bias_grad(gd, sum, steps);
+        add_bias_grad(gd, sum);
         gb = sum.to(weight.scalar_type());
       }
       return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
@@ -348,7 +414,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
       torch::Tensor param = ctx->saved_data["bias"].toTensor();
       if (!sums->bias.defined()) sums->bias = torch::zeros({weight.size(0)}, dbl);
       sync_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
-      add_bias_grad(gd, sums->bias, steps);
+      add_bias_grad(gd, sums->bias);
       publish_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
     }
     return {gx, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),

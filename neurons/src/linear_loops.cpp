@@ -371,11 +371,15 @@ int64_t count_nonzero(const T* x, int64_t n) {
 //
 // Shape: each input's nonzero rows are listed first (in that order), then
 // for each tile of 16 outputs and each input the tile's sums stay in
-// registers over the input's whole list, reading the tile's column of gy;
-// the sums are read and written once per call. gy comes packed like the
-// weights, [tiles, rows, 16] (zero-padded), so that the tile's column is
-// contiguous (rows x 128 bytes, in L2) rather than a stride that maps every
-// row to the same few cache sets.
+// registers over the input's list, reading the tile's column of gy. gy comes
+// packed like the weights, [tiles, rows, 16] (zero-padded), with its rows in
+// BPTT order (row p is step steps - 1 - p / batch, sample p % batch), so
+// that the tile's column is contiguous, and a list entry names its row by
+// that position p. The rows are taken kChunkRows at a time: the chunk of two
+// tiles' columns (16 KiB) stays in L1 while every input's list adds its
+// entries of the chunk, since the lists jump between rows and the whole
+// column (rows x 256 bytes) is served only by L2; the sums of the two tiles
+// (inputs x 256 bytes) are read and written once per chunk instead.
 //
 // X is float or double (real inputs) or uint8_t (bool spikes, listed from
 // the bytes).
@@ -421,7 +425,8 @@ void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in,
     row_of.resize(start[nf]);
     value.resize(start[nf]);
   }
-  // The per-input lists, filled in BPTT order (steps backwards, then batch).
+  // The per-input lists, filled in BPTT order (steps backwards, then batch);
+  // an entry is the row's BPTT position, its row in the packed gy.
   next.assign(start.begin(), start.end() - 1);
   int64_t* nx = next.data();
   int32_t* ro = row_of.data();
@@ -429,10 +434,11 @@ void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in,
   for (int64_t s = steps - 1; s >= 0; --s) {
     for (int64_t b = 0; b < batch; ++b) {
       const int64_t r = s * batch + b;
+      const int32_t p = static_cast<int32_t>((steps - 1 - s) * batch + b);
       const X* xr = x + r * in + f0;
       for (int64_t i = row_begin[r]; i < row_begin[r + 1]; ++i) {
         const int32_t f = nz[i];
-        ro[nx[f]] = static_cast<int32_t>(r);
+        ro[nx[f]] = p;
         if (!binary) va[nx[f]] = static_cast<double>(xr[f]);
         ++nx[f];
       }
@@ -441,58 +447,67 @@ void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in,
   const int32_t* rows_p = row_of.data();
   const double* vals = value.data();
   const int64_t tiles = (out + kTile - 1) / kTile;
+  constexpr int64_t kChunkRows = 64;  // 2 tiles x 16 doubles x 64 rows = 16 KiB of gy, in L1
+  thread_local std::vector<int64_t> cursor;  // per input: its first entry not yet added
   // Two tiles per pass over a list where there are two: eight independent
   // sums hide the latency of the additions (each sum's own order is kept).
   for (int64_t t = 0; t < tiles;) {
     const int64_t nt = t + 1 < tiles ? 2 : 1;
-    for (int64_t f = 0; f < nf; ++f) {
-      // The sums of whole tiles are read and written in place; a partial
-      // last tile goes through a zero-padded copy.
-      double* row = sum_t + (f0 + f) * out;
-      const bool whole = (t + nt) * kTile <= out;
-      double edge[2 * kTile] = {};
-      double* sums = row + t * kTile;
-      if (!whole) {
-        std::memcpy(edge, sums, (out - t * kTile) * sizeof(double));
-        sums = edge;
-      }
-      V acc[2 * NV];
-#pragma GCC unroll 8
-      for (int v = 0; v < 2 * NV; ++v) acc[v] = v < nt * NV ? load<V>(sums + v * L) : V{};
-      const double* g0 = gy + t * rows * kTile;
-      const double* g1 = nt == 2 ? g0 + rows * kTile : g0;  // g1 unused for one tile
-      const int64_t k0 = start[f], k1 = next[f];
-      if (binary && nt == 2) {
-        for (int64_t k = k0; k < k1; ++k) {
-          const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
-#pragma GCC unroll 8
-          for (int v = 0; v < NV; ++v) acc[v] = acc[v] + load<V>(g0 + off + v * L);
-#pragma GCC unroll 8
-          for (int v = 0; v < NV; ++v) acc[NV + v] = acc[NV + v] + load<V>(g1 + off + v * L);
+    // The sums of whole tiles are read and written in place; a partial
+    // last tile goes through a zero-padded copy.
+    const bool whole = (t + nt) * kTile <= out;
+    const double* g0 = gy + t * rows * kTile;
+    const double* g1 = nt == 2 ? g0 + rows * kTile : g0;  // g1 unused for one tile
+    cursor.assign(start.begin(), start.end() - 1);
+    for (int64_t c0 = 0; c0 < rows; c0 += kChunkRows) {
+      const int32_t c1 = static_cast<int32_t>(std::min(rows, c0 + kChunkRows));
+      for (int64_t f = 0; f < nf; ++f) {
+        const int64_t k0 = cursor[f], k_end = next[f];
+        if (k0 == k_end || rows_p[k0] >= c1) continue;  // no entry in this chunk
+        double* row = sum_t + (f0 + f) * out;
+        double edge[2 * kTile] = {};
+        double* sums = row + t * kTile;
+        if (!whole) {
+          std::memcpy(edge, sums, (out - t * kTile) * sizeof(double));
+          sums = edge;
         }
-      } else if (binary) {
-        for (int64_t k = k0; k < k1; ++k) {
-          const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
+        V acc[2 * NV];
 #pragma GCC unroll 8
-          for (int v = 0; v < NV; ++v) acc[v] = acc[v] + load<V>(g0 + off + v * L);
-        }
-      } else {
-        for (int64_t k = k0; k < k1; ++k) {
-          const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
-          const V xv = splat<V>(vals[k]);
+        for (int v = 0; v < 2 * NV; ++v) acc[v] = v < nt * NV ? load<V>(sums + v * L) : V{};
+        int64_t k = k0;
+        if (binary && nt == 2) {
+          for (; k < k_end && rows_p[k] < c1; ++k) {
+            const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
 #pragma GCC unroll 8
-          for (int v = 0; v < NV; ++v) acc[v] = acc[v] + xv * load<V>(g0 + off + v * L);
-          if (nt == 2) {
+            for (int v = 0; v < NV; ++v) acc[v] = acc[v] + load<V>(g0 + off + v * L);
 #pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v) acc[NV + v] = acc[NV + v] + xv * load<V>(g1 + off + v * L);
+            for (int v = 0; v < NV; ++v) acc[NV + v] = acc[NV + v] + load<V>(g1 + off + v * L);
+          }
+        } else if (binary) {
+          for (; k < k_end && rows_p[k] < c1; ++k) {
+            const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; ++v) acc[v] = acc[v] + load<V>(g0 + off + v * L);
+          }
+        } else {
+          for (; k < k_end && rows_p[k] < c1; ++k) {
+            const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
+            const V xv = splat<V>(vals[k]);
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; ++v) acc[v] = acc[v] + xv * load<V>(g0 + off + v * L);
+            if (nt == 2) {
+#pragma GCC unroll 8
+              for (int v = 0; v < NV; ++v) acc[NV + v] = acc[NV + v] + xv * load<V>(g1 + off + v * L);
+            }
           }
         }
-      }
+        cursor[f] = k;
 #pragma GCC unroll 8
-      for (int v = 0; v < 2 * NV; ++v) {
-        if (v < nt * NV) store(sums + v * L, acc[v]);
+        for (int v = 0; v < 2 * NV; ++v) {
+          if (v < nt * NV) store(sums + v * L, acc[v]);
+        }
+        if (!whole) std::memcpy(row + t * kTile, edge, (out - t * kTile) * sizeof(double));
       }
-      if (!whole) std::memcpy(row + t * kTile, edge, (out - t * kTile) * sizeof(double));
     }
     t += nt;
   }
