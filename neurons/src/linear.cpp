@@ -36,6 +36,8 @@ SNN_DECLARE_LINEAR_ROWS(avx2)
   template <typename X>                                                                                      \
   void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in, int64_t out, int64_t steps, \
                           int64_t batch, int64_t f0, int64_t f1);                                            \
+  template <typename G>                                                                                      \
+  void round_transposed(const double* sum_t, G* g, int64_t in, int64_t out, int64_t i0, int64_t i1);        \
   }
 SNN_DECLARE_LINEAR_GRAD(base)
 SNN_DECLARE_LINEAR_GRAD(avx2)
@@ -310,18 +312,16 @@ void write_rounded(const torch::Tensor& sum, torch::Tensor& g, bool transposed) 
   }
   const int64_t in = sum.size(0), out = sum.size(1);
   const double* sp = sum.data_ptr<double>();
+  const bool use_avx2 = cpu_loops_use_avx2();
   AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "snn_linear_publish", [&] {
     scalar_t* gp = g.data_ptr<scalar_t>();
-    constexpr int64_t kBlock = 32;  // 32 x 32 blocks: both sides' lines stay in L1 while transposed
-    for (int64_t i0 = 0; i0 < in; i0 += kBlock) {
-      const int64_t i1 = std::min(in, i0 + kBlock);
-      for (int64_t o0 = 0; o0 < out; o0 += kBlock) {
-        const int64_t o1 = std::min(out, o0 + kBlock);
-        for (int64_t o = o0; o < o1; ++o) {
-          for (int64_t i = i0; i < i1; ++i) gp[o * in + i] = static_cast<scalar_t>(sp[i * out + o]);
-        }
+    at::parallel_for(0, in, std::max<int64_t>(4, 16384 / std::max<int64_t>(1, out)), [&](int64_t i0, int64_t i1) {
+      if (use_avx2) {
+        neurons::detail::avx2::round_transposed(sp, gp, in, out, i0, i1);
+      } else {
+        neurons::detail::base::round_transposed(sp, gp, in, out, i0, i1);
       }
-    }
+    });
   });
 }
 
