@@ -8,8 +8,13 @@ lr 1e-3), Poisson encoding, data (the embedded 8k/2k MNIST split) and
 intra-op thread count. SpikingJelly 0.0.0.0.14 runs in multi-step mode with
 its torch backend (the CuPy backend needs a GPU).
 
-Usage: train_bench.py SNNSIM [--naive TRAIN_NAIVE] [--threads N] [--epochs E] [--hidden H] [--T T] [--batch B]
+Usage: train_bench.py SNNSIM [--naive TRAIN_NAIVE] [--threads N] [--epochs E] [--rounds R] [--hidden H] [--T T] [--batch B]
 (TRAIN_NAIVE defaults to build/bench/train_naive.)
+
+With --rounds R the three trainings run R times, one after the other in
+each round, and the speed-ups are given per round and as their median: the
+VM's speed drifts by tens of percent over a minute, which a single round
+would charge to whichever ran in the slow stretch.
 """
 import argparse
 import gzip
@@ -93,6 +98,7 @@ def main():
     p.add_argument("--naive", default=os.path.join(ROOT, "build", "bench", "train_naive"))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--T", type=int, default=8)
     p.add_argument("--batch", type=int, default=64)
@@ -105,16 +111,27 @@ def main():
     y_test = torch.from_numpy(idx(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).astype(np.int64))
     print(f"784-{args.hidden}-10 LIF, T = {args.T}, batch {args.batch}, {args.threads} threads, "
           f"{len(x_train)} train samples; torch {torch.__version__}, {torch.backends.mkldnn.is_available() and 'MKL-DNN' or ''}")
-    sj_t, sj_a = spikingjelly_epochs(args, x_train, y_train, x_test, y_test)
-    nv_t, nv_a = naive_epochs(args)
-    sn_t, sn_a = snnsim_epochs(args)
-    for e in range(args.epochs):
-        print(f"epoch {e + 1}: SpikingJelly {sj_t[e]:6.2f} s (test acc {sj_a[e]:.4f})   "
-              f"naive C++ {nv_t[e]:6.2f} s (test acc {nv_a[e]:.4f})   "
-              f"snnsim {sn_t[e]:6.2f} s (test acc {sn_a[e]:.4f})")
-    print(f"mean seconds per epoch: SpikingJelly {np.mean(sj_t):.2f}, naive C++ {np.mean(nv_t):.2f}, "
-          f"snnsim {np.mean(sn_t):.2f}; snnsim speed-up {np.mean(sj_t) / np.mean(sn_t):.2f}x over SpikingJelly, "
-          f"{np.mean(nv_t) / np.mean(sn_t):.2f}x over the naive loop")
+    ratios_sj, ratios_naive = [], []
+    for r in range(args.rounds):
+        sj_t, sj_a = spikingjelly_epochs(args, x_train, y_train, x_test, y_test)
+        nv_t, nv_a = naive_epochs(args)
+        sn_t, sn_a = snnsim_epochs(args)
+        if args.rounds > 1:
+            print(f"round {r + 1}/{args.rounds}")
+        for e in range(args.epochs):
+            print(f"epoch {e + 1}: SpikingJelly {sj_t[e]:6.2f} s (test acc {sj_a[e]:.4f})   "
+                  f"naive C++ {nv_t[e]:6.2f} s (test acc {nv_a[e]:.4f})   "
+                  f"snnsim {sn_t[e]:6.2f} s (test acc {sn_a[e]:.4f})")
+        ratios_sj.append(np.mean(sj_t) / np.mean(sn_t))
+        ratios_naive.append(np.mean(nv_t) / np.mean(sn_t))
+        print(f"mean seconds per epoch: SpikingJelly {np.mean(sj_t):.2f}, naive C++ {np.mean(nv_t):.2f}, "
+              f"snnsim {np.mean(sn_t):.2f}; snnsim speed-up {ratios_sj[-1]:.2f}x over SpikingJelly, "
+              f"{ratios_naive[-1]:.2f}x over the naive loop", flush=True)
+    if args.rounds > 1:
+        print(f"speed-up over SpikingJelly by round: {', '.join(f'{x:.2f}x' for x in ratios_sj)}; "
+              f"median {np.median(ratios_sj):.2f}x, lowest {min(ratios_sj):.2f}x")
+        print(f"speed-up over the naive loop by round: {', '.join(f'{x:.2f}x' for x in ratios_naive)}; "
+              f"median {np.median(ratios_naive):.2f}x")
 
 
 if __name__ == "__main__":

@@ -223,7 +223,7 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
         trainer.train_epoch(data.train, e, [&](int64_t d, int64_t t, double l) { progress.update(d, t, l); });
     progress.finish();
     const EvalResult test = evaluate(net, data.test, f.sim.batch_size);
-    std::cout << fmt::format("epoch {}/{}: train loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}, {:.1f} s\n",
+    std::cout << fmt::format("epoch {}/{}: train loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}, {:.2f} s\n",
                              e + 1, f.epochs, s.loss, s.train_accuracy, test.accuracy, s.seconds)
               << std::flush;
     save_checkpoint(out_path, net, e + 1, &trainer);
