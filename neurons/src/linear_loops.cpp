@@ -369,17 +369,16 @@ int64_t count_nonzero(const T* x, int64_t n) {
 // same sequence of additions whatever the block length; the products of
 // floats are exact in double. Zero inputs (no spike) are skipped.
 //
-// Shape: each input's nonzero rows are listed first (in that order), then
-// for each tile of 16 outputs and each input the tile's sums stay in
-// registers over the input's list, reading the tile's column of gy. gy comes
-// packed like the weights, [tiles, rows, 16] (zero-padded), with its rows in
-// BPTT order (row p is step steps - 1 - p / batch, sample p % batch), so
-// that the tile's column is contiguous, and a list entry names its row by
-// that position p. The rows are taken kChunkRows at a time: the chunk of two
-// tiles' columns (16 KiB) stays in L1 while every input's list adds its
-// entries of the chunk, since the lists jump between rows and the whole
-// column (rows x 256 bytes) is served only by L2; the sums of the two tiles
-// (inputs x 256 bytes) are read and written once per chunk instead.
+// Shape: gy comes packed like the weights, [tiles, rows, 16] (zero-padded),
+// with its rows in BPTT order (row p is step steps - 1 - p / batch, sample
+// p % batch), so that a tile's column is contiguous. The rows are taken
+// kChunkRows = 64 at a time, and each input's nonzero rows within a chunk
+// are one 64-bit mask (bit j: row c0 + j), built once per call from each
+// row's list of nonzero inputs; its set bits ascend, so they visit the rows
+// in BPTT order. For each pair of output tiles, chunk by chunk, each input
+// with a nonzero mask then adds the gy rows of its bits to its sums (in
+// registers meanwhile): the chunk of the two tiles' columns (16 KiB) stays
+// in L1 while the inputs go by, the sums (inputs x 256 bytes) in L2.
 //
 // X is float or double (real inputs) or uint8_t (bool spikes, listed from
 // the bytes).
@@ -391,65 +390,41 @@ void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in,
   constexpr int64_t L = sizeof(V) / sizeof(double);
   constexpr int NV = kTile / L;  // vectors per tile
   const int64_t nf = f1 - f0, rows = steps * batch;
-  // Each thread's lists, kept between calls: no allocation in steady state.
-  // List f holds its entries at [start[f], start[f + 1]).
-  thread_local std::vector<int64_t> start, next, row_begin;
-  thread_local std::vector<int32_t> row_of, nz;
-  thread_local std::vector<X> nz_val;  // list_nonzero's values: unused here (they are re-read from x)
-  thread_local std::vector<double> value;
-  start.assign(nf + 1, 0);
-  row_begin.resize(rows + 1);
-  if (static_cast<int64_t>(nz_val.size()) < nf) nz_val.resize(nf);
-  // Each row's nonzero inputs, listed once with the event kernel's
-  // branch-free left-packing (spikes are mostly zeros), then counted per input.
+  constexpr int64_t kChunkRows = 64;  // bits per mask; 2 tiles x 16 doubles x 64 rows = 16 KiB of gy, in L1
+  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  // Each thread's buffers, kept between calls: no allocation in steady state.
+  thread_local std::vector<uint64_t> masks;  // [chunks, nf]
+  thread_local std::vector<int32_t> nz;      // one row's nonzero inputs
+  thread_local std::vector<X> nz_val;        // list_nonzero's values: unused (re-read from x where needed)
+  thread_local std::vector<int64_t> row_at;  // the x row of each BPTT position
+  masks.assign(chunks * nf, 0);
+  if (static_cast<int64_t>(nz.size()) < nf + 32) nz.resize(nf + 32);
+  if (static_cast<int64_t>(nz_val.size()) < nf + 32) nz_val.resize(nf + 32);
+  row_at.resize(rows);
+  // Each row's nonzero inputs, listed with the event kernel's branch-free
+  // left-packing (spikes are mostly zeros), set their bits.
   bool binary = true;  // every nonzero input is 1 (spikes): no products, no values
-  int64_t pos = 0;
-  row_begin[0] = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    // A row's list takes up to nf entries (list_nonzero may write that far).
-    if (static_cast<int64_t>(nz.size()) < pos + nf) nz.resize(std::max<int64_t>(2 * nz.size(), pos + nf));
-    int64_t k = 0;
-    if constexpr (kSpikes) {
-      k = list_spikes(x + r * in + f0, nf, nz.data() + pos);
-    } else {
-      bool ones = true;
-      k = list_nonzero(x + r * in + f0, nf, nz.data() + pos, nz_val.data(), &ones);
-      binary = binary && ones;
-    }
-    for (int64_t i = pos; i < pos + k; ++i) ++start[nz[i] + 1];
-    pos += k;
-    row_begin[r + 1] = pos;
-  }
-  for (int64_t f = 0; f < nf; ++f) start[f + 1] += start[f];
-  if (static_cast<int64_t>(row_of.size()) < start[nf]) {
-    row_of.resize(start[nf]);
-    value.resize(start[nf]);
-  }
-  // The per-input lists, filled in BPTT order (steps backwards, then batch);
-  // an entry is the row's BPTT position, its row in the packed gy.
-  next.assign(start.begin(), start.end() - 1);
-  int64_t* nx = next.data();
-  int32_t* ro = row_of.data();
-  double* va = value.data();
-  for (int64_t s = steps - 1; s >= 0; --s) {
+  for (int64_t s = 0; s < steps; ++s) {
     for (int64_t b = 0; b < batch; ++b) {
-      const int64_t r = s * batch + b;
-      const int32_t p = static_cast<int32_t>((steps - 1 - s) * batch + b);
-      const X* xr = x + r * in + f0;
-      for (int64_t i = row_begin[r]; i < row_begin[r + 1]; ++i) {
-        const int32_t f = nz[i];
-        ro[nx[f]] = p;
-        if (!binary) va[nx[f]] = static_cast<double>(xr[f]);
-        ++nx[f];
+      const int64_t r = s * batch + b, p = (steps - 1 - s) * batch + b;
+      row_at[p] = r;
+      int64_t k = 0;
+      if constexpr (kSpikes) {
+        k = list_spikes(x + r * in + f0, nf, nz.data());
+      } else {
+        bool ones = true;
+        k = list_nonzero(x + r * in + f0, nf, nz.data(), nz_val.data(), &ones);
+        binary = binary && ones;
       }
+      uint64_t* m = masks.data() + (p / kChunkRows) * nf;
+      const uint64_t bit = uint64_t(1) << (p % kChunkRows);
+      for (int64_t i = 0; i < k; ++i) m[nz[i]] |= bit;
     }
   }
-  const int32_t* rows_p = row_of.data();
-  const double* vals = value.data();
+  const uint64_t* mk = masks.data();
+  const int64_t* ra = row_at.data();
   const int64_t tiles = (out + kTile - 1) / kTile;
-  constexpr int64_t kChunkRows = 64;  // 2 tiles x 16 doubles x 64 rows = 16 KiB of gy, in L1
-  thread_local std::vector<int64_t> cursor;  // per input: its first entry not yet added
-  // Two tiles per pass over a list where there are two: eight independent
+  // Two tiles per pass over a mask where there are two: eight independent
   // sums hide the latency of the additions (each sum's own order is kept).
   for (int64_t t = 0; t < tiles;) {
     const int64_t nt = t + 1 < tiles ? 2 : 1;
@@ -458,44 +433,41 @@ void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in,
     const bool whole = (t + nt) * kTile <= out;
     const double* g0 = gy + t * rows * kTile;
     const double* g1 = nt == 2 ? g0 + rows * kTile : g0;  // g1 unused for one tile
-    cursor.assign(start.begin(), start.end() - 1);
-    int64_t* cur = cursor.data();
-    const int64_t* ends = next.data();
-    for (int64_t c0 = 0; c0 < rows; c0 += kChunkRows) {
-      const int32_t c1 = static_cast<int32_t>(std::min(rows, c0 + kChunkRows));
+    for (int64_t c = 0; c < chunks; ++c) {
+      const uint64_t* mc = mk + c * nf;
+      const int64_t c0 = c * kChunkRows;
       for (int64_t f = 0; f < nf; ++f) {
-        const int64_t k0 = cur[f], k_end = ends[f];
-        if (k0 == k_end || rows_p[k0] >= c1) continue;  // no entry in this chunk
+        uint64_t bits = mc[f];
+        if (bits == 0) continue;  // no nonzero input in this chunk
         double* row = sum_t + (f0 + f) * out;
         double edge[2 * kTile];  // zeroed only where used: this runs once per input and chunk
         double* sums = row + t * kTile;
         if (!whole) {
-          std::fill(edge, edge + 2 * kTile, 0.0);
+          for (int64_t o = 0; o < 2 * kTile; ++o) edge[o] = 0.0;
           std::memcpy(edge, sums, (out - t * kTile) * sizeof(double));
           sums = edge;
         }
         V acc[2 * NV];
 #pragma GCC unroll 8
         for (int v = 0; v < 2 * NV; ++v) acc[v] = v < nt * NV ? load<V>(sums + v * L) : V{};
-        int64_t k = k0;
         if (binary && nt == 2) {
-          for (; k < k_end && rows_p[k] < c1; ++k) {
-            const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
+          for (; bits != 0; bits &= bits - 1) {
+            const int64_t off = (c0 + __builtin_ctzll(bits)) * kTile;
 #pragma GCC unroll 8
             for (int v = 0; v < NV; ++v) acc[v] = acc[v] + load<V>(g0 + off + v * L);
 #pragma GCC unroll 8
             for (int v = 0; v < NV; ++v) acc[NV + v] = acc[NV + v] + load<V>(g1 + off + v * L);
           }
         } else if (binary) {
-          for (; k < k_end && rows_p[k] < c1; ++k) {
-            const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
+          for (; bits != 0; bits &= bits - 1) {
+            const int64_t off = (c0 + __builtin_ctzll(bits)) * kTile;
 #pragma GCC unroll 8
             for (int v = 0; v < NV; ++v) acc[v] = acc[v] + load<V>(g0 + off + v * L);
           }
         } else {
-          for (; k < k_end && rows_p[k] < c1; ++k) {
-            const int64_t off = static_cast<int64_t>(rows_p[k]) * kTile;
-            const V xv = splat<V>(vals[k]);
+          for (; bits != 0; bits &= bits - 1) {
+            const int64_t p = c0 + __builtin_ctzll(bits), off = p * kTile;
+            const V xv = splat<V>(static_cast<double>(x[ra[p] * in + f0 + f]));
 #pragma GCC unroll 8
             for (int v = 0; v < NV; ++v) acc[v] = acc[v] + xv * load<V>(g0 + off + v * L);
             if (nt == 2) {
@@ -504,7 +476,6 @@ void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in,
             }
           }
         }
-        cur[f] = k;
 #pragma GCC unroll 8
         for (int v = 0; v < 2 * NV; ++v) {
           if (v < nt * NV) store(sums + v * L, acc[v]);
