@@ -88,6 +88,7 @@ constexpr int64_t kTile = 16;  // output columns per packed weight tile (linear_
 // in, kTile], contiguous, the last tile's missing columns zero. One pass
 // (it runs once per training step for every layer).
 torch::Tensor pack_tiles(const torch::Tensor& wt) {
+  TORCH_CHECK(wt.device().is_cpu(), "pack_tiles: the CPU kernels' layout, got a tensor on ", wt.device());
   const int64_t in = wt.size(0), out = wt.size(1), tiles = (out + kTile - 1) / kTile;
   torch::Tensor packed = torch::empty({tiles, in, kTile}, wt.options());
   const int64_t si = wt.stride(0), so = wt.stride(1);

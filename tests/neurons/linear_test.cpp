@@ -97,6 +97,34 @@ TEST(Linear, CarriedGradientSumsDoNotDependOnBlockingOrThreads) {
   EXPECT_TRUE(torch::equal(fc->bias.grad(), ref.second));
 }
 
+TEST(Linear, DroppedGradientTensorIsReusedOnlyWhenNothingHoldsIt) {
+  // With carried sums the layer writes .grad itself; after zero_grad (set to
+  // none) it reuses the tensor it wrote last, unless someone still holds it
+  // (or a view of it): what they hold must never change under them.
+  torch::manual_seed(4);
+  const torch::Tensor x = (torch::rand({3, 4, 20}) < 0.3).to(torch::kFloat);
+  const torch::Tensor gy = torch::randn({3, 4, 9});
+  Linear fc(LinearOptions(20, 9).carry_grad_sums(true));
+  (fc->forward(x) * gy).sum().backward();
+  const torch::Tensor first = fc->weight.grad().clone();
+  const void* storage = fc->weight.grad().data_ptr();
+  fc->zero_grad();  // set to none, nothing holds the old tensor
+  (fc->forward(x) * (2 * gy)).sum().backward();
+  EXPECT_EQ(fc->weight.grad().data_ptr(), storage) << "the dropped gradient's tensor is reused";
+  EXPECT_TRUE(torch::equal(fc->weight.grad(), 2 * first));
+  EXPECT_TRUE(fc->weight.grad().is_contiguous());
+  const torch::Tensor held = fc->weight.grad();
+  const torch::Tensor held_view = fc->bias.grad().view({3, 3});
+  const torch::Tensor held_value = held.clone(), held_view_value = held_view.clone();
+  fc->zero_grad();
+  (fc->forward(x) * gy).sum().backward();
+  EXPECT_NE(fc->weight.grad().data_ptr(), held.data_ptr());
+  EXPECT_NE(fc->bias.grad().data_ptr(), held_view.data_ptr());
+  EXPECT_TRUE(torch::equal(held, held_value)) << "a held gradient changed";
+  EXPECT_TRUE(torch::equal(held_view, held_view_value)) << "a view of a held gradient changed";
+  EXPECT_TRUE(torch::equal(fc->weight.grad(), first));
+}
+
 // The dense and the event-driven kernels add the same products in the same
 // order, so every path gives the same values, on every ISA and thread count,
 // for spikes and for real-valued sparse inputs, and for layer sizes that
