@@ -84,26 +84,34 @@ namespace {
 
 constexpr int64_t kTile = 16;  // output columns per packed weight tile (linear_loops.cpp)
 
+// The tiled layout every CPU kernel reads: dst [tiles, rows, kTile] gets
+// row i's values o in [0, out) from row(i)[o * stride], converted to D, the
+// last tile's missing columns zero. One pass.
+template <typename D, typename S, typename RowFn>
+void pack_rows(const RowFn& row, int64_t stride, int64_t rows, int64_t out, D* dst) {
+  const int64_t tiles = (out + kTile - 1) / kTile;
+  for (int64_t t = 0; t < tiles; ++t) {
+    const int64_t n = std::min(kTile, out - t * kTile);
+    for (int64_t i = 0; i < rows; ++i) {
+      D* d = dst + (t * rows + i) * kTile;
+      const S* s = row(i) + t * kTile * stride;
+      for (int64_t j = 0; j < n; ++j) d[j] = static_cast<D>(s[j * stride]);
+      for (int64_t j = n; j < kTile; ++j) d[j] = D(0);
+    }
+  }
+}
+
 // wt [in, out] (any strides, on the CPU) as the kernels read it: [tiles,
-// in, kTile], contiguous, the last tile's missing columns zero. One pass
-// (it runs once per training step for every layer).
+// in, kTile], contiguous (it runs once per training step for every layer).
 torch::Tensor pack_tiles(const torch::Tensor& wt) {
   TORCH_CHECK(wt.device().is_cpu(), "pack_tiles: the CPU kernels' layout, got a tensor on ", wt.device());
   const int64_t in = wt.size(0), out = wt.size(1), tiles = (out + kTile - 1) / kTile;
   torch::Tensor packed = torch::empty({tiles, in, kTile}, wt.options());
-  const int64_t si = wt.stride(0), so = wt.stride(1);
   AT_DISPATCH_FLOATING_TYPES(wt.scalar_type(), "snn_linear_pack", [&] {
     const scalar_t* src = wt.data_ptr<scalar_t>();
-    scalar_t* dst = packed.data_ptr<scalar_t>();
-    for (int64_t t = 0; t < tiles; ++t) {
-      const int64_t n = std::min(kTile, out - t * kTile);
-      for (int64_t i = 0; i < in; ++i) {
-        scalar_t* d = dst + (t * in + i) * kTile;
-        const scalar_t* s = src + i * si + t * kTile * so;
-        for (int64_t j = 0; j < n; ++j) d[j] = s[j * so];
-        for (int64_t j = n; j < kTile; ++j) d[j] = scalar_t(0);
-      }
-    }
+    const int64_t si = wt.stride(0);
+    pack_rows<scalar_t, scalar_t>([&](int64_t i) { return src + i * si; }, wt.stride(1), in, out,
+                                  packed.data_ptr<scalar_t>());
   });
   return packed;
 }
@@ -232,18 +240,10 @@ torch::Tensor pack_grad(const torch::Tensor& gy, int64_t steps) {
   const torch::Tensor g = gy.contiguous();
   const int64_t rows = g.size(0), out = g.size(1), batch = rows / steps, tiles = (out + kTile - 1) / kTile;
   torch::Tensor packed = torch::empty({tiles, rows, kTile}, g.options().dtype(torch::kDouble));
-  double* dst = packed.data_ptr<double>();
   AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "snn_linear_pack_grad", [&] {
     const scalar_t* src = g.data_ptr<scalar_t>();
-    for (int64_t p = 0; p < rows; ++p) {
-      const scalar_t* row = src + ((steps - 1 - p / batch) * batch + p % batch) * out;
-      for (int64_t t = 0; t < tiles; ++t) {
-        double* d = dst + (t * rows + p) * kTile;
-        const int64_t n = std::min(kTile, out - t * kTile);
-        for (int64_t o = 0; o < n; ++o) d[o] = static_cast<double>(row[t * kTile + o]);
-        for (int64_t o = n; o < kTile; ++o) d[o] = 0.0;
-      }
-    }
+    pack_rows<double, scalar_t>([&](int64_t p) { return src + ((steps - 1 - p / batch) * batch + p % batch) * out; },
+                                1, rows, out, packed.data_ptr<double>());
   });
   return packed;
 }
