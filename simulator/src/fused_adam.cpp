@@ -4,7 +4,6 @@
 #include <ATen/Version.h>
 
 #include <cmath>
-#include <immintrin.h>
 
 namespace snn {
 namespace {
