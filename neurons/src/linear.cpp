@@ -324,6 +324,9 @@ void write_rounded(const torch::Tensor& sum, torch::Tensor& g, bool transposed) 
       }
     });
   });
+  // Written through the pointer: say so, as copy_ would, so that anything
+  // that saved this gradient (an autograd graph, a cache) sees it changed.
+  g.unsafeGetTensorImpl()->bump_version();
 }
 
 // Writes the rounding of `sum` to param.grad(), in place where the gradient

@@ -113,6 +113,13 @@ TEST(Linear, DroppedGradientTensorIsReusedOnlyWhenNothingHoldsIt) {
   EXPECT_EQ(fc->weight.grad().data_ptr(), storage) << "the dropped gradient's tensor is reused";
   EXPECT_TRUE(torch::equal(fc->weight.grad(), 2 * first));
   EXPECT_TRUE(fc->weight.grad().is_contiguous());
+  // Rewriting it in place (accumulation without zero_grad) bumps its version, as copy_ does.
+  const auto version = fc->weight.grad()._version();
+  (fc->forward(x) * gy).sum().backward();
+  EXPECT_GT(fc->weight.grad()._version(), version);
+  EXPECT_TRUE(torch::allclose(fc->weight.grad(), 3 * first, 1e-6, 1e-6));
+  fc->zero_grad();
+  (fc->forward(x) * (2 * gy)).sum().backward();
   const torch::Tensor held = fc->weight.grad();
   const torch::Tensor held_view = fc->bias.grad().view({3, 3});
   const torch::Tensor held_value = held.clone(), held_view_value = held_view.clone();
