@@ -22,3 +22,28 @@ finish() {
   echo "$pass passed, $failures failed"
   [[ $failures -eq 0 ]]
 }
+
+# small_fs DIR KIB: DIR becomes a filesystem of KIB KiB that the test can
+# fill to provoke "No space left on device" for real: a tmpfs when the test
+# runs as root (CI does), unmounted by the caller's trap with
+# `release_small_fs DIR`. Returns 1 when no filesystem can be mounted; the
+# caller then limits file sizes with `ulimit -f` in a subshell (EFBIG
+# instead of ENOSPC, the same failed write(2)).
+small_fs() {
+  local dir="$1" kib="$2"
+  mkdir -p "$dir"
+  [[ $(id -u) -eq 0 ]] || return 1
+  mount -t tmpfs -o size="${kib}k" snnsim-test "$dir" 2>/dev/null || return 1
+}
+release_small_fs() { umount "$1" 2>/dev/null || true; }
+
+# fill_fs DIR: fills the filesystem of DIR, leaving LEFT_KIB (default 0)
+# KiB free (a filler file named .filler).
+fill_fs() {
+  local dir="$1" left="${2:-0}"
+  dd if=/dev/zero of="$dir/.filler" bs=1k 2>/dev/null || true
+  if [[ $left -gt 0 ]]; then truncate -s "-${left}k" "$dir/.filler"; fi
+}
+
+# sha FILE: its sha256 (to prove a file was left exactly as it was).
+sha() { sha256sum "$1" | cut -d' ' -f1; }
