@@ -8,6 +8,8 @@
 
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
+#include "snn/recording/detail/schema_check.h"
+#include "snn/recording/schema.h"
 
 namespace snn::analysis {
 namespace {
@@ -15,6 +17,7 @@ namespace {
 using hdf5::check;
 using hdf5::Handle;
 using hdf5::open_dataset;
+namespace schema = recording::schema;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr hsize_t kRowBlock = 65536;  // per-sample rows read at once
@@ -24,18 +27,10 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-// Rows and width of a 1-D or 2-D dataset.
-std::pair<hsize_t, hsize_t> shape_of(hid_t ds) {
-  Handle space(H5Dget_space(ds), H5Sclose);
-  hsize_t dims[2] = {0, 1};
-  const int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank < 1 || rank > 2) return {0, 0};
-  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
-  return {dims[0], rank == 2 ? dims[1] : 1};
-}
-
-// Opens a finished recording; anything else gets a message saying what to do.
-Handle open_recording(const std::string& path) {
+// Opens a finished recording and checks all of it against the format
+// (every extent, pointer and id) before anything is read by them; anything
+// else gets a message saying what to do.
+Handle open_recording(const std::string& path, schema::Contents& contents) {
   const std::string recover = "; make it a normal file with: snnsim recover " + path;
   if (!exists(path)) {
     if (exists(path + ".partial")) {
@@ -46,25 +41,33 @@ Handle open_recording(const std::string& path) {
   if (H5Fis_hdf5(path.c_str()) <= 0) throw Error("'" + path + "' is not an HDF5 file");
   Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!f.ok()) {
-    // A killed SWMR writer leaves the file marked open for writing.
+    // A killed SWMR writer leaves the file marked open for writing: SWMR
+    // reading still opens it. Anything else is damaged (e.g. cut short).
+    Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+    Handle swmr(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
+    if (!swmr.ok()) throw Error("'" + path + "' is a damaged HDF5 file (truncated or overwritten): HDF5 cannot open it");
     throw Error("'" + path + "' cannot be opened: a run that was killed while writing it leaves it so" + recover);
   }
-  if (H5Aexists(f.get(), "format") <= 0 ||
-      hdf5::read_string_attribute(f.get(), "format", "'" + path + "'") != "snnsim-recording") {
-    throw Error("'" + path + "' is not an snnsim recording (no format attribute 'snnsim-recording')");
+  const std::string where = "recording '" + path + "'";
+  schema::check_format(f.get(), where);
+  const std::string status = schema::read_status(f.get(), where);
+  if (status != "complete" && status != "recovered") {
+    throw Error(where + " did not finish (status '" + status + "')" + recover);
   }
+  contents = schema::check(f.get(), where, schema::Rows::kExact);
   return f;
 }
 
-std::string read_status(hid_t f, const std::string& where) {
-  Handle ds = open_dataset(f, "meta/status", where);
-  Handle type(H5Dget_type(ds.get()), H5Tclose);
-  const size_t size = H5Tget_size(type.get());
-  std::string buf(size + 1, '\0');
-  Handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(mem.get(), size + 1);
-  check(H5Dread(ds.get(), mem.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), where + ": cannot read the status");
-  return std::string(buf.c_str());
+// The step within sample `sample` of a spike at `t_ms`; throws unless the
+// time lies in that sample.
+int64_t step_of(double t_ms, int64_t sample, int64_t steps, double dt_ms, const std::string& where) {
+  const double x = t_ms / dt_ms - static_cast<double>(sample) * static_cast<double>(steps);
+  if (!(x > -0.5 && x < static_cast<double>(steps) - 0.5)) {
+    throw Error(where + " is inconsistent: a spike at " + std::to_string(t_ms) + " ms lies outside its sample " +
+                std::to_string(sample));
+  }
+  return std::llround(x);
 }
 
 // Accumulates one population's statistics sample by sample.
@@ -90,15 +93,20 @@ class PopulationPass {
     out_.isi_histogram.assign(static_cast<size_t>(steps), 0);
   }
 
-  // One sample's events (steps within the sample, node ids), in file order.
-  void add_sample(const int64_t* step, const uint64_t* node, int64_t n) {
+  // A sample's events arrive in pieces (steps within the sample, node ids,
+  // in file order) between begin_sample() and end_sample().
+  void begin_sample() {
     touched_.clear();
     std::fill(step_spikes_.begin(), step_spikes_.end(), 0);
+    sample_events_ = 0;
+  }
+
+  void add_events(const int64_t* step, const uint64_t* node, int64_t n) {
     for (int64_t e = 0; e < n; ++e) {
       const int64_t t = step[e];
       if (t < 0 || t >= steps_ || node[e] >= index_.size() || index_[node[e]] < 0) {
         throw Error(where_ + " is inconsistent: a spike at step " + std::to_string(t) + " of neuron " +
-                    std::to_string(node[e]) + " lies outside its sample or population");
+                    std::to_string(node[e]) + " lies outside its sample or is not a recorded neuron");
       }
       const size_t i = static_cast<size_t>(index_[node[e]]);
       if (in_sample_[i]++ == 0) touched_.push_back(i);
@@ -113,6 +121,10 @@ class PopulationPass {
       }
       last_step_[i] = t;
     }
+    sample_events_ += n;
+  }
+
+  void end_sample() {
     for (size_t i : touched_) {
       const double c = static_cast<double>(in_sample_[i]);
       count_[i] += in_sample_[i];
@@ -120,7 +132,7 @@ class PopulationPass {
       in_sample_[i] = 0;
       last_step_[i] = -1;
     }
-    const double total = static_cast<double>(n);
+    const double total = static_cast<double>(sample_events_);
     pop_sum_ += total;
     pop_sum2_ += total * total;
     const double neurons = static_cast<double>(out_.node_ids.size());
@@ -199,63 +211,76 @@ class PopulationPass {
   std::vector<int64_t> step_spikes_, psth_;
   std::vector<size_t> touched_;
   double pop_sum_ = 0, pop_sum2_ = 0, sum_v_ = 0, sum_v2_ = 0;
-  int64_t samples_ = 0;
+  int64_t samples_ = 0, sample_events_ = 0;
 };
 
-// Streams one population's spikes through a PopulationPass, at most
-// `chunk_bytes` of events at a time (one sample at least).
-void analyze_population(hid_t f, const std::string& name, int64_t samples, int64_t steps, double dt_ms,
+// Rows of a checked one-dimensional uint64 dataset, read a block at a time
+// as the caller walks forward.
+class BlockReader {
+ public:
+  BlockReader(hid_t ds, const std::string& where) : ds_(ds), where_(where) {}
+  uint64_t at(hsize_t i) {
+    if (i < first_ || i >= first_ + block_.size()) {
+      first_ = i;
+      hdf5::read_rows(ds_, H5T_NATIVE_UINT64, i, std::min<hsize_t>(kRowBlock, rows(ds_) - i), 1, block_, where_);
+    }
+    return block_[i - first_];
+  }
+
+ private:
+  static hsize_t rows(hid_t ds) {
+    Handle space(H5Dget_space(ds), H5Sclose);
+    hsize_t dims[1] = {0};
+    H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+    return dims[0];
+  }
+  hid_t ds_;
+  std::string where_;
+  hsize_t first_ = 0;
+  std::vector<uint64_t> block_;
+};
+
+// Streams one (checked) population's spikes through a PopulationPass, at
+// most `chunk_bytes` of events at a time, whatever the samples' sizes.
+void analyze_population(hid_t f, const schema::Contents::Population& pop, const schema::Contents& c,
                         int64_t chunk_bytes, const std::string& where, PopulationStats& out, int64_t& peak) {
+  const std::string& name = pop.name;
   out.name = name;
-  Handle meta(H5Gopen2(f, ("meta/populations/" + name).c_str(), H5P_DEFAULT), H5Gclose);
-  if (!meta.ok()) throw Error(where + " has no /meta/populations/" + name);
-  out.layer = hdf5::read_int_attribute(meta.get(), "layer", where);
-  const int64_t n_nodes = hdf5::read_int_attribute(meta.get(), "n_nodes", where);
-  {
-    Handle ids = open_dataset(meta.get(), "recorded_node_ids", where);
-    std::vector<int64_t> v;
-    hdf5::read_rows(ids.get(), H5T_NATIVE_INT64, 0, shape_of(ids.get()).first, 1, v, where);
-    out.node_ids = v;
-  }
-  if (out.node_ids.empty()) throw Error(where + ": population '" + name + "' records no neuron");
-  PopulationPass pass(out, n_nodes, steps, where + ", population '" + name + "'");
-  Handle ptr = open_dataset(f, "samples/spike_ptr/" + name, where);
-  Handle ts = open_dataset(f, "spikes/" + name + "/timestamps", where);
-  Handle ids = open_dataset(f, "spikes/" + name + "/node_ids", where);
-  if (shape_of(ptr.get()).first < static_cast<hsize_t>(samples + 1)) {
-    throw Error(where + ": samples/spike_ptr/" + name + " is shorter than the samples");
-  }
-  const hsize_t stored = shape_of(ts.get()).first;
-  if (shape_of(ids.get()).first != stored) throw Error(where + ": timestamps and node_ids of '" + name + "' differ in length");
-  const int64_t max_events = std::max<int64_t>(1, chunk_bytes / 16);
-  std::vector<uint64_t> p, node;
+  out.layer = pop.layer;
+  out.node_ids = pop.recorded;
+  PopulationPass pass(out, pop.n_nodes, c.steps, where + ", population '" + name + "'");
+  Handle ptr = open_dataset(f, schema::at(schema::spike_ptr, name), where);
+  Handle ts = open_dataset(f, schema::at(schema::timestamps, name), where);
+  Handle ids = open_dataset(f, schema::at(schema::node_ids, name), where);
+  BlockReader pointers(ptr.get(), where);
+  const uint64_t max_events = static_cast<uint64_t>(std::max<int64_t>(1, chunk_bytes / 16));
+  std::vector<uint64_t> node;
   std::vector<double> time;
   std::vector<int64_t> step;
-  for (int64_t s0 = 0; s0 < samples; s0 += static_cast<int64_t>(kRowBlock)) {
-    const hsize_t rows = static_cast<hsize_t>(std::min<int64_t>(kRowBlock, samples - s0));
-    hdf5::read_rows(ptr.get(), H5T_NATIVE_UINT64, static_cast<hsize_t>(s0), rows + 1, 1, p, where);
-    for (hsize_t a = 0; a < rows;) {
-      // The longest run of samples from a whose events fit the budget.
-      hsize_t b = a + 1;
-      while (b < rows && static_cast<int64_t>(p[b + 1] - p[a]) <= max_events) ++b;
-      if (p[b] < p[a] || p[b] > stored) throw Error(where + ": spike_ptr of '" + name + "' is not a valid index");
-      const hsize_t first = p[a], n = p[b] - p[a];
-      hdf5::read_rows(ts.get(), H5T_NATIVE_DOUBLE, first, n, 1, time, where);
-      hdf5::read_rows(ids.get(), H5T_NATIVE_UINT64, first, n, 1, node, where);
-      peak = std::max(peak, static_cast<int64_t>(n) * 16);
-      step.resize(n);
-      for (hsize_t s = a; s < b; ++s) {
-        const int64_t sample = s0 + static_cast<int64_t>(s);
-        for (hsize_t e = p[s] - first; e < p[s + 1] - first; ++e) {
-          step[e] = std::llround(time[e] / dt_ms) - sample * steps;
-        }
-        pass.add_sample(step.data() + (p[s] - first), node.data() + (p[s] - first),
-                        static_cast<int64_t>(p[s + 1] - p[s]));
+  uint64_t buf_first = 0, pos = 0;  // the events in memory: [buf_first, buf_first + time.size())
+  for (int64_t sample = 0; sample < c.samples; ++sample) {
+    const uint64_t end = pointers.at(static_cast<hsize_t>(sample + 1));  // checked: rising, <= events
+    pass.begin_sample();
+    while (pos < end) {
+      if (pos == buf_first + time.size()) {  // read the next piece
+        buf_first = pos;
+        const hsize_t n = std::min<uint64_t>(max_events, pop.events - pos);
+        hdf5::read_rows(ts.get(), H5T_NATIVE_DOUBLE, pos, n, 1, time, where);
+        hdf5::read_rows(ids.get(), H5T_NATIVE_UINT64, pos, n, 1, node, where);
+        peak = std::max(peak, static_cast<int64_t>(n) * 16);
       }
-      a = b;
+      const uint64_t stop = std::min<uint64_t>(end, buf_first + time.size());
+      const size_t from = static_cast<size_t>(pos - buf_first), n = static_cast<size_t>(stop - pos);
+      step.resize(n);
+      for (size_t e = 0; e < n; ++e) {
+        step[e] = step_of(time[from + e], sample, c.steps, c.dt_ms, where + ", population '" + name + "'");
+      }
+      pass.add_events(step.data(), node.data() + from, static_cast<int64_t>(n));
+      pos = stop;
     }
+    pass.end_sample();
   }
-  pass.finish(dt_ms);
+  pass.finish(c.dt_ms);
 }
 
 }  // namespace
@@ -263,32 +288,39 @@ void analyze_population(hid_t f, const std::string& name, int64_t samples, int64
 SpikeTrains read_spikes(const std::string& path, const std::string& population, int64_t first, int64_t count) {
   hdf5::QuietHdf5 quiet;
   const std::string where = "recording '" + path + "'";
-  Handle f = open_recording(path);
-  if (H5Lexists(f.get(), "spikes", H5P_DEFAULT) <= 0 ||
-      H5Lexists(f.get(), ("spikes/" + population).c_str(), H5P_DEFAULT) <= 0) {
-    throw Error(where + " records no population '" + population + "'");
+  schema::Contents c;
+  Handle f = open_recording(path, c);
+  const auto pop = std::find_if(c.populations.begin(), c.populations.end(),
+                                [&](const auto& p) { return p.name == population; });
+  if (pop == c.populations.end()) throw Error(where + " records no population '" + population + "'");
+  if (first < 0 || first >= c.samples) {
+    throw Error(where + " has samples 0.." + std::to_string(c.samples - 1) + ", not " + std::to_string(first));
   }
-  Handle meta(H5Gopen2(f.get(), "meta", H5P_DEFAULT), H5Gclose);
-  const int64_t steps = hdf5::read_int_attribute(meta.get(), "steps_per_sample", where);
-  const double dt = hdf5::read_double_attribute(meta.get(), "dt_ms", where);
-  Handle counter = open_dataset(f.get(), "meta/samples_committed", where);
-  uint64_t samples = 0;
-  check(H5Dread(counter.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &samples), where + ": no sample count");
-  if (first < 0 || first >= static_cast<int64_t>(samples)) {
-    throw Error(where + " has samples 0.." + std::to_string(static_cast<int64_t>(samples) - 1) + ", not " +
-                std::to_string(first));
-  }
-  count = std::min<int64_t>(count, static_cast<int64_t>(samples) - first);
-  Handle ptr = open_dataset(f.get(), "samples/spike_ptr/" + population, where);
+  if (count < 0) throw Error("read_spikes: count must not be negative, got " + std::to_string(count));
+  count = std::min<int64_t>(count, c.samples - first);
+  Handle ptr = open_dataset(f.get(), schema::at(schema::spike_ptr, population), where);
   std::vector<uint64_t> p;
   hdf5::read_rows(ptr.get(), H5T_NATIVE_UINT64, static_cast<hsize_t>(first), static_cast<hsize_t>(count + 1), 1, p, where);
+  // The pointers were checked (rising, within the spikes); the spikes' ids
+  // and times are checked here, as the analysis does.
   SpikeTrains out;
-  Handle ts = open_dataset(f.get(), "spikes/" + population + "/timestamps", where);
-  Handle ids = open_dataset(f.get(), "spikes/" + population + "/node_ids", where);
-  if (p.back() < p.front() || p.back() > shape_of(ts.get()).first) throw Error(where + ": spike_ptr is not a valid index");
+  Handle ts = open_dataset(f.get(), schema::at(schema::timestamps, population), where);
+  Handle ids = open_dataset(f.get(), schema::at(schema::node_ids, population), where);
   hdf5::read_rows(ts.get(), H5T_NATIVE_DOUBLE, p.front(), p.back() - p.front(), 1, out.t_ms, where);
-  hdf5::read_rows(ids.get(), H5T_NATIVE_INT64, p.front(), p.back() - p.front(), 1, out.node_ids, where);
-  for (int64_t s = first; s <= first + count; ++s) out.sample_start_ms.push_back(static_cast<double>(s * steps) * dt);
+  std::vector<uint64_t> raw;
+  hdf5::read_rows(ids.get(), H5T_NATIVE_UINT64, p.front(), p.back() - p.front(), 1, raw, where);
+  const std::string what = where + ", population '" + population + "'";
+  for (int64_t s = 0; s < count; ++s) {
+    for (uint64_t e = p[s] - p.front(); e < p[s + 1] - p.front(); ++e) {
+      step_of(out.t_ms[e], first + s, c.steps, c.dt_ms, what);
+      if (!std::binary_search(pop->recorded.begin(), pop->recorded.end(), static_cast<int64_t>(std::min<uint64_t>(raw[e], INT64_MAX)))) {
+        throw Error(what + " is inconsistent: a spike of neuron " + std::to_string(raw[e]) +
+                    ", which is not a recorded neuron (n_nodes " + std::to_string(pop->n_nodes) + ")");
+      }
+    }
+  }
+  out.node_ids.assign(raw.begin(), raw.end());
+  for (int64_t s = first; s <= first + count; ++s) out.sample_start_ms.push_back(static_cast<double>(s * c.steps) * c.dt_ms);
   return out;
 }
 
@@ -298,45 +330,35 @@ RecordingStats analyze_recording(const std::string& path, const AnalysisOptions&
   const std::string where = "recording '" + path + "'";
   RecordingStats r;
   r.path = path;
-  Handle f = open_recording(path);
-  r.status = read_status(f.get(), where);
-  if (r.status != "complete" && r.status != "recovered") {
-    throw Error(where + " did not finish (status '" + r.status + "'); make it a normal file with: snnsim recover " + path);
-  }
-  Handle meta(H5Gopen2(f.get(), "meta", H5P_DEFAULT), H5Gclose);
-  r.steps = hdf5::read_int_attribute(meta.get(), "steps_per_sample", where);
-  r.dt_ms = hdf5::read_double_attribute(meta.get(), "dt_ms", where);
-  if (r.steps < 1 || !(r.dt_ms > 0)) throw Error(where + ": bad steps_per_sample or dt_ms");
-  {
-    Handle counter = open_dataset(f.get(), "meta/samples_committed", where);
-    uint64_t n = 0;
-    check(H5Dread(counter.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &n), where + ": no sample count");
-    r.samples = static_cast<int64_t>(n);
-  }
+  schema::Contents c;
+  Handle f = open_recording(path, c);
+  r.status = c.status;
+  r.steps = c.steps;
+  r.dt_ms = c.dt_ms;
+  r.samples = c.samples;
+  r.classes = c.classes;
 
-  // Per-sample rows: accuracy, accuracy by step, confusion matrix.
-  Handle label = open_dataset(f.get(), "samples/label", where);
-  Handle predicted = open_dataset(f.get(), "samples/predicted", where);
-  Handle counts = open_dataset(f.get(), "samples/output_counts", where);
-  r.classes = static_cast<int64_t>(shape_of(counts.get()).second);
-  const bool by_step = H5Lexists(f.get(), "samples/prediction_by_step", H5P_DEFAULT) > 0;
-  Handle pbs = by_step ? open_dataset(f.get(), "samples/prediction_by_step", where) : Handle(-1, H5Dclose);
-  for (hid_t ds : {label.get(), predicted.get()}) {
-    if (shape_of(ds).first < static_cast<hsize_t>(r.samples)) throw Error(where + ": fewer rows than samples");
-  }
+  // Per-sample rows (extents checked): accuracy, accuracy by step, confusion matrix.
+  Handle label = open_dataset(f.get(), schema::label.path, where);
+  Handle predicted = open_dataset(f.get(), schema::predicted.path, where);
+  const bool by_step = c.prediction_by_step;
+  Handle pbs = by_step ? open_dataset(f.get(), schema::prediction_by_step.path, where) : Handle(-1, H5Dclose);
   r.confusion.assign(static_cast<size_t>(r.classes), std::vector<int64_t>(static_cast<size_t>(r.classes), 0));
   std::vector<int64_t> correct_by_step(static_cast<size_t>(r.steps), 0);
   int64_t correct = 0;
   std::vector<int64_t> y, p, q;
-  for (int64_t s0 = 0; s0 < r.samples; s0 += static_cast<int64_t>(kRowBlock)) {
-    const hsize_t rows = static_cast<hsize_t>(std::min<int64_t>(kRowBlock, r.samples - s0));
+  // Rows of prediction_by_step are T wide: fewer of them a block.
+  const hsize_t block = std::max<hsize_t>(1, kRowBlock / (by_step ? static_cast<hsize_t>(r.steps) : 1));
+  for (int64_t s0 = 0; s0 < r.samples; s0 += static_cast<int64_t>(block)) {
+    const hsize_t rows = static_cast<hsize_t>(std::min<int64_t>(static_cast<int64_t>(block), r.samples - s0));
     hdf5::read_rows(label.get(), H5T_NATIVE_INT64, static_cast<hsize_t>(s0), rows, 1, y, where);
     hdf5::read_rows(predicted.get(), H5T_NATIVE_INT64, static_cast<hsize_t>(s0), rows, 1, p, where);
     if (by_step) hdf5::read_rows(pbs.get(), H5T_NATIVE_INT64, static_cast<hsize_t>(s0), rows, static_cast<hsize_t>(r.steps), q, where);
     for (hsize_t i = 0; i < rows; ++i) {
       if (y[i] < 0 || y[i] >= r.classes || p[i] < 0 || p[i] >= r.classes) {
-        throw Error(where + ": sample " + std::to_string(s0 + static_cast<int64_t>(i)) + " has a label or prediction outside 0.." +
-                    std::to_string(r.classes - 1));
+        throw Error(where + ": /" + schema::label.path + " or /" + schema::predicted.path + ": sample " +
+                    std::to_string(s0 + static_cast<int64_t>(i)) + " has label " + std::to_string(y[i]) +
+                    " and prediction " + std::to_string(p[i]) + ", outside the classes 0.." + std::to_string(r.classes - 1));
       }
       ++r.confusion[static_cast<size_t>(y[i])][static_cast<size_t>(p[i])];
       correct += y[i] == p[i];
@@ -351,12 +373,9 @@ RecordingStats analyze_recording(const std::string& path, const AnalysisOptions&
     r.accuracy_by_step.push_back(r.samples > 0 ? static_cast<double>(correct_by_step[static_cast<size_t>(t)]) / n : kNaN);
   }
 
-  Handle spikes(H5Gopen2(f.get(), "spikes", H5P_DEFAULT), H5Gclose);
-  if (!spikes.ok()) throw Error(where + " has no /spikes group");
-  for (const std::string& name : hdf5::members(spikes.get())) {
+  for (const auto& pop : c.populations) {
     r.populations.emplace_back();
-    analyze_population(f.get(), name, r.samples, r.steps, r.dt_ms, options.chunk_bytes, where, r.populations.back(),
-                       r.peak_chunk_bytes);
+    analyze_population(f.get(), pop, c, options.chunk_bytes, where, r.populations.back(), r.peak_chunk_bytes);
   }
   return r;
 }

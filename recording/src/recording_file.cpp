@@ -9,6 +9,8 @@
 
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
+#include "snn/recording/detail/schema_check.h"
+#include "snn/recording/schema.h"
 
 namespace snn::recording {
 namespace {
@@ -16,7 +18,7 @@ namespace {
 using hdf5::check;
 using hdf5::Handle;
 using hdf5::open_dataset;
-using hdf5::members;
+namespace sc = schema;
 
 constexpr hsize_t kSpikeChunk = 65536;  // elements per chunk of the spike datasets
 constexpr hsize_t kRowChunk = 1024;     // rows per chunk of the per-sample datasets
@@ -50,69 +52,78 @@ struct Growing {
   }
 };
 
-Handle make_group(hid_t parent, const std::string& name) {
-  Handle g(H5Gcreate2(parent, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-  if (!g.ok()) throw Error("recording: cannot create group " + name);
-  return g;
+Handle make_group(hid_t file, const sc::Group& g, const std::string& pop = "") {
+  const std::string path = sc::at(g, pop);
+  Handle h(H5Gcreate2(file, path.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  if (!h.ok()) throw Error("recording: cannot create group /" + path);
+  return h;
 }
 
-// How a growing dataset is compressed.
-enum class Filter {
-  kDeflate,      // shuffle + deflate: small, but needs an HDF5 built with zlib
-  kScaleOffset,  // HDF5's own integer packing: always available, lossless for integers
-  kNone,
-};
+void write_units(hid_t ds, const sc::Dataset& d) {
+  if (*d.units) hdf5::write_string_attribute(ds, "units", d.units);
+}
 
-// An extendible chunked dataset.
-Growing make_growing(hid_t parent, const std::string& name, hid_t file_type, hid_t mem_type, hsize_t width,
-                     hsize_t chunk_rows, Filter filter = Filter::kDeflate) {
+// The growing dataset `d` of the schema (for population `pop`), `width`
+// values a row (0 for one-dimensional ones), chunked and compressed as the
+// schema says.
+Growing make_growing(hid_t file, const sc::Dataset& d, const std::string& pop, hsize_t width, bool deflate_spikes) {
+  const std::string path = sc::at(d, pop);
   Growing g;
-  g.mem_type = mem_type;
+  g.mem_type = sc::memory_type(d.type);
   g.width = width;
-  const int rank = width ? 2 : 1;
+  const int rank = d.rank;
+  // Spike events and report frames in ~64K-element chunks, sample rows in 1K-row ones.
+  const bool events = d.shape[0].kind == sc::Extent::kEvents || d.shape[0].kind == sc::Extent::kSamplesTimesSteps;
+  const hsize_t chunk_rows = events ? std::max<hsize_t>(1, kSpikeChunk / std::max<hsize_t>(width, 1)) : kRowChunk;
   hsize_t dims[2] = {0, width}, maxdims[2] = {H5S_UNLIMITED, width};
   hsize_t chunk[2] = {chunk_rows, width ? width : 1};
   Handle space(H5Screate_simple(rank, dims, maxdims), H5Sclose);
   Handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-  check(H5Pset_chunk(dcpl.get(), rank, chunk), "recording: cannot chunk " + name);
-  if (filter == Filter::kDeflate) {
+  check(H5Pset_chunk(dcpl.get(), rank, chunk), "recording: cannot chunk /" + path);
+  const bool deflate = d.filter == sc::Filter::kDeflate ||
+                       ((d.filter == sc::Filter::kSpikes || d.filter == sc::Filter::kSpikeIds) && deflate_spikes);
+  if (deflate) {
     check(H5Pset_shuffle(dcpl.get()), "recording: no shuffle filter");
     check(H5Pset_deflate(dcpl.get(), kDeflate), "recording: no deflate filter");
-  } else if (filter == Filter::kScaleOffset) {
+  } else if (d.filter == sc::Filter::kSpikeIds) {
     check(H5Pset_scaleoffset(dcpl.get(), H5Z_SO_INT, H5Z_SO_INT_MINBITS_DEFAULT), "recording: no scale-offset filter");
   }
-  g.ds = Handle(H5Dcreate2(parent, name.c_str(), file_type, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+  g.ds = Handle(H5Dcreate2(file, path.c_str(), sc::file_type(d.type), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                 H5Dclose);
-  if (!g.ds.ok()) throw Error("recording: cannot create dataset " + name);
+  if (!g.ds.ok()) throw Error("recording: cannot create dataset /" + path);
+  write_units(g.ds.get(), d);
   return g;
 }
 
-// A small fixed dataset written once.
-void write_fixed(hid_t parent, const std::string& name, hid_t file_type, hid_t mem_type, hsize_t n, const void* data) {
+// A small fixed one-dimensional dataset of the schema, written once.
+Handle write_fixed(hid_t file, const sc::Dataset& d, const std::string& pop, hsize_t n, const void* data) {
+  const std::string path = sc::at(d, pop);
   Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
-  Handle ds(H5Dcreate2(parent, name.c_str(), file_type, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+  Handle ds(H5Dcreate2(file, path.c_str(), sc::file_type(d.type), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose);
-  if (!ds.ok()) throw Error("recording: cannot create dataset " + name);
-  if (n > 0) check(H5Dwrite(ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "recording: cannot write " + name);
+  if (!ds.ok()) throw Error("recording: cannot create dataset /" + path);
+  if (n > 0) {
+    check(H5Dwrite(ds.get(), sc::memory_type(d.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
+          "recording: cannot write /" + path);
+  }
+  write_units(ds.get(), d);
+  return ds;
 }
-
-void write_units(hid_t ds, const char* units) { hdf5::write_string_attribute(ds, "units", units); }
 
 // SONATA's sorting attribute: an HDF5 enum over uint8 (libsonata reads it as one).
 void write_sorting_by_time(hid_t group) {
   Handle type(H5Tenum_create(H5T_NATIVE_UINT8), H5Tclose);
-  const uint8_t none = 0, by_id = 1, by_time = 2;
+  const uint8_t none = sc::kSorting_none, by_id = sc::kSorting_by_id, by_time = sc::kSorting_by_time;
   H5Tenum_insert(type.get(), "none", &none);
   H5Tenum_insert(type.get(), "by_id", &by_id);
   H5Tenum_insert(type.get(), "by_time", &by_time);
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  Handle attr(H5Acreate2(group, "sorting", type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+  Handle attr(H5Acreate2(group, sc::attr_sorting.name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
   if (!attr.ok()) throw Error("recording: cannot create the sorting attribute");
   check(H5Awrite(attr.get(), type.get(), &by_time), "recording: cannot write the sorting attribute");
 }
 
 // The status: a fixed-length string dataset, so that it can change under SWMR.
-constexpr size_t kStatusLength = 16;
 Handle string_type(size_t n) {
   Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(t.get(), n);
@@ -124,10 +135,11 @@ void write_scalar(hid_t ds, hid_t mem_type, const void* value, const std::string
   check(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, value), "recording: cannot write " + what);
 }
 
-std::string padded(const std::string& s) {
-  std::string out = s.substr(0, kStatusLength);
-  out.resize(kStatusLength, '\0');
-  return out;
+void write_status(hid_t ds, const std::string& status) {
+  std::string out = status.substr(0, sc::kStatusLength);
+  out.resize(sc::kStatusLength, '\0');
+  Handle st = string_type(sc::kStatusLength);
+  write_scalar(ds, st.get(), out.data(), "the status");
 }
 
 // Throws unless ids are ascending, distinct and within the population.
@@ -163,53 +175,28 @@ void validate(const RecordingLayout& L) {
   }
 }
 
-// An existing growing dataset (of a file being resumed).
-Growing open_growing(hid_t parent, const std::string& name, hid_t mem_type, const std::string& where) {
+// An existing growing dataset (of a file being resumed, already checked).
+Growing open_growing(hid_t file, const sc::Dataset& d, const std::string& pop, const std::string& where) {
   Growing g;
-  g.mem_type = mem_type;
-  g.ds = Handle(H5Dopen2(parent, name.c_str(), H5P_DEFAULT), H5Dclose);
-  if (!g.ds.ok()) throw Error(where + " has no dataset '" + name + "'");
+  g.mem_type = sc::memory_type(d.type);
+  g.ds = open_dataset(file, sc::at(d, pop), where);
   Handle space(H5Dget_space(g.ds.get()), H5Sclose);
   hsize_t dims[2] = {0, 0};
-  const int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank < 1 || rank > 2) throw Error(where + ": dataset '" + name + "' is not a table");
   H5Sget_simple_extent_dims(space.get(), dims, nullptr);
   g.rows = dims[0];
-  g.width = rank == 2 ? dims[1] : 0;
+  g.width = d.rank == 2 ? dims[1] : 0;
   return g;
 }
 
-// Shrinks a growing dataset to its first n rows.
-void truncate_rows(hid_t ds, hsize_t n, const std::string& name, const std::string& where) {
-  Handle space(H5Dget_space(ds), H5Sclose);
+// Shrinks a growing dataset (checked to hold at least n rows) to n rows.
+void truncate_rows(hid_t file, const std::string& path, hsize_t n, const std::string& where) {
+  Handle ds = open_dataset(file, path, where);
+  Handle space(H5Dget_space(ds.get()), H5Sclose);
   hsize_t dims[2] = {0, 0};
-  const int rank = H5Sget_simple_extent_ndims(space.get());
-  if (rank < 1 || rank > 2) throw Error(where + ": dataset '" + name + "' is not a table");
   H5Sget_simple_extent_dims(space.get(), dims, nullptr);
-  if (dims[0] < n) {
-    throw Error(where + " is damaged: '" + name + "' holds " + std::to_string(dims[0]) + " rows, fewer than the " +
-                std::to_string(n) + " committed");
-  }
+  if (dims[0] == n) return;
   dims[0] = n;
-  check(H5Dset_extent(ds, dims), where + ": cannot truncate '" + name + "'");
-}
-
-Handle open_group(hid_t parent, const std::string& name, const std::string& where) {
-  Handle g(H5Gopen2(parent, name.c_str(), H5P_DEFAULT), H5Gclose);
-  if (!g.ok()) throw Error(where + " has no group '" + name + "'");
-  return g;
-}
-
-// Row i of a one-dimensional uint64 dataset.
-uint64_t read_u64_at(hid_t ds, hsize_t i, const std::string& where) {
-  Handle file_space(H5Dget_space(ds), H5Sclose);
-  const hsize_t one = 1;
-  check(H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, &i, nullptr, &one, nullptr), where + ": bad row");
-  Handle mem_space(H5Screate_simple(1, &one, nullptr), H5Sclose);
-  uint64_t value = 0;
-  check(H5Dread(ds, H5T_NATIVE_UINT64, mem_space.get(), file_space.get(), H5P_DEFAULT, &value),
-        where + ": cannot read a row");
-  return value;
+  check(H5Dset_extent(ds.get(), dims), where + ": cannot truncate /" + path);
 }
 
 // A whole dataset as int64 (HDF5 converts), in a tensor of its shape.
@@ -229,12 +216,6 @@ torch::Tensor read_int64(hid_t ds, const std::string& where) {
   return t;
 }
 
-std::vector<int64_t> read_ids(hid_t parent, const std::string& name, const std::string& where) {
-  Handle ds = open_dataset(parent, name, where);
-  const torch::Tensor t = read_int64(ds.get(), where);
-  return std::vector<int64_t>(t.data_ptr<int64_t>(), t.data_ptr<int64_t>() + t.numel());
-}
-
 std::string strip_partial(const std::string& path) {
   const std::string suffix = ".partial";
   if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
@@ -243,77 +224,132 @@ std::string strip_partial(const std::string& path) {
   return path;
 }
 
-// Opens a recording for repair or resumption. A killed SWMR writer leaves
-// the superblock marked "open for writing", which HDF5 refuses; clearing
-// that mark is what `h5clear -s` does, through the same file-access property.
-Handle open_unfinished(const std::string& file, bool writable) {
+// Opens a recording read-only, a killed writer's too (SWMR reading ignores
+// its "open for writing" mark), and checks that it is one. Nothing a check
+// needs changes the file.
+Handle open_read_only(const std::string& file) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "recording: HDF5 lacks SWMR");
+  Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
+  if (!f.ok()) f = Handle(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);  // not SWMR
+  if (!f.ok()) throw Error("'" + file + "' is not a readable HDF5 file");
+  sc::check_format(f.get(), "'" + file + "'");
+  return f;
+}
+
+// Opens a checked recording for repair or resumption. A killed SWMR writer
+// leaves the superblock marked "open for writing", which HDF5 refuses;
+// clearing that mark is what `h5clear -s` does, through the same
+// file-access property. Call only once every check has passed: this
+// changes the file.
+Handle open_writable(const std::string& file) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "recording: HDF5 lacks SWMR");
   hbool_t clear = 1;
-  if (writable) check(H5Pset(fapl.get(), "clear_status_flags", &clear), "recording: this HDF5 cannot clear status flags");
-  Handle f(H5Fopen(file.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
-  if (!f.ok() && !writable) f = Handle(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);  // not SWMR
-  if (!f.ok()) throw Error("'" + file + "' is not a readable HDF5 file");
+  check(H5Pset(fapl.get(), "clear_status_flags", &clear), "recording: this HDF5 cannot clear status flags");
+  Handle f(H5Fopen(file.c_str(), H5F_ACC_RDWR, fapl.get()), H5Fclose);
+  if (!f.ok()) throw Error("'" + file + "' cannot be opened for writing");
   // A SWMR writer does not keep the end of allocation that the superblock
   // records up to date: data it appended after its last superblock write
   // lies past it, and without SWMR reading HDF5 refuses to touch it
   // ("addr overflow"). Moving the end to the file's end is `h5clear -i 0`.
-  if (writable) check(H5Fincrement_filesize(f.get(), 0), "'" + file + "': cannot extend its end of allocation");
-  if (H5Aexists(f.get(), "format") <= 0 ||
-      hdf5::read_string_attribute(f.get(), "format", "'" + file + "'") != "snnsim-recording") {
-    throw Error("'" + file + "' is not an snnsim recording (no format attribute 'snnsim-recording')");
-  }
+  check(H5Fincrement_filesize(f.get(), 0), "'" + file + "': cannot extend its end of allocation");
   return f;
 }
 
-std::string read_status(hid_t f, const std::string& where) {
-  Handle ds = open_dataset(f, "meta/status", where);
-  Handle st = string_type(kStatusLength);
-  std::string buf(kStatusLength + 1, '\0');
-  check(H5Dread(ds.get(), st.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), where + ": cannot read the status");
-  return std::string(buf.c_str());
+// Reads and checks an unfinished recording without changing it.
+sc::Contents check_unfinished(const std::string& file, const std::string& where) {
+  Handle f = open_read_only(file);
+  return sc::check(f.get(), where, sc::Rows::kAtLeast);
 }
 
-// Drops everything after the last commit (rows, spikes, trace frames) and
-// returns the number of committed samples.
-int64_t truncate_to_committed(hid_t f, const std::string& where) {
-  Handle counter = open_dataset(f, "meta/samples_committed", where);
-  uint64_t committed = 0;
-  check(H5Dread(counter.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &committed),
-        where + ": cannot read samples_committed");
-  Handle meta = open_group(f, "meta", where);
-  const auto steps = static_cast<hsize_t>(hdf5::read_int_attribute(meta.get(), "steps_per_sample", where));
-  const hsize_t n = committed;
-  Handle samples = open_group(f, "samples", where);
-  for (const std::string& name : members(samples.get())) {
-    if (name == "spike_ptr") continue;
-    Handle ds = open_dataset(samples.get(), name, where);
-    truncate_rows(ds.get(), n, "samples/" + name, where);
+// The rows a growing dataset keeps of the committed samples.
+hsize_t committed_rows(const sc::Dataset& d, const sc::Contents& c, uint64_t events) {
+  const auto S = static_cast<hsize_t>(c.samples);
+  switch (d.shape[0].kind) {
+    case sc::Extent::kSamples: return S;
+    case sc::Extent::kSamplesPlus1: return S + 1;
+    case sc::Extent::kSamplesTimesSteps: return S * static_cast<hsize_t>(c.steps);
+    case sc::Extent::kEvents: return events;
+    default: return 0;
   }
-  Handle ptrs = open_group(samples.get(), "spike_ptr", where);
-  Handle spikes = open_group(f, "spikes", where);
-  for (const std::string& name : members(ptrs.get())) {
-    Handle ptr = open_dataset(ptrs.get(), name, where);
-    truncate_rows(ptr.get(), n + 1, "samples/spike_ptr/" + name, where);
-    const hsize_t total = read_u64_at(ptr.get(), n, where);
-    Handle pop = open_group(spikes.get(), name, where);
-    for (const char* column : {"timestamps", "node_ids"}) {
-      Handle ds = open_dataset(pop.get(), column, where);
-      truncate_rows(ds.get(), total, "spikes/" + name + "/" + column, where);
+}
+
+// Drops everything after the last commit (rows, spikes, trace frames) of a
+// file checked as `c`: every growing dataset of the schema is cut to what
+// the committed samples own.
+void truncate_to_committed(hid_t f, const sc::Contents& c, const std::string& where) {
+  for (const sc::Dataset* d : sc::kDatasets) {
+    if (!d->growing()) continue;
+    const std::string path = d->path;
+    if (path.find("{pop}") == std::string::npos) {
+      if (d->optional && H5Lexists(f, path.c_str(), H5P_DEFAULT) <= 0) continue;
+      truncate_rows(f, path, committed_rows(*d, c, 0), where);
+    } else if (path.rfind(std::string(sc::report.path) + "/", 0) == 0) {
+      for (const auto& r : c.reports) truncate_rows(f, sc::at(*d, r.name), committed_rows(*d, c, 0), where);
+    } else {
+      for (const auto& p : c.populations) truncate_rows(f, sc::at(*d, p.name), committed_rows(*d, c, p.events), where);
     }
   }
-  Handle reports = open_group(f, "report", where);
-  for (const std::string& name : members(reports.get())) {
-    Handle ds = open_dataset(reports.get(), name + "/data", where);
-    truncate_rows(ds.get(), n * steps, "report/" + name + "/data", where);
-    // The time axis may run ahead of the counter (commit() writes it first).
-    Handle time = open_dataset(reports.get(), name + "/mapping/time", where);
+  // The time axis may run ahead of the counter (commit() writes it first).
+  for (const auto& r : c.reports) {
+    Handle time = open_dataset(f, sc::at(sc::report_time, r.name), where);
     double t[3] = {0, 0, 0};
     check(H5Dread(time.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, t), where + ": cannot read a time axis");
-    t[1] = t[0] + static_cast<double>(n * steps) * t[2];
+    t[1] = t[0] + static_cast<double>(c.samples * c.steps) * t[2];
     write_scalar(time.get(), H5T_NATIVE_DOUBLE, t, "report time");
   }
-  return static_cast<int64_t>(committed);
+}
+
+// Throws unless the checked file `c` holds what a run with layout L writes,
+// and its /meta attributes `must_match` equal the given values.
+void check_resumable(hid_t f, const sc::Contents& c, const RecordingLayout& L,
+                     const std::vector<std::pair<std::string, std::string>>& must_match, const std::string& where) {
+  auto differs = [&](const std::string& what, const std::string& file, const std::string& run) {
+    throw Error(where + " was recorded with " + what + " " + file + ", this run has " + run +
+                ": resume it with the settings it was started with");
+  };
+  if (c.steps != L.steps) differs("T =", std::to_string(c.steps), std::to_string(L.steps));
+  if (c.dt_ms != L.dt_ms) differs("dt =", std::to_string(c.dt_ms), std::to_string(L.dt_ms));
+  if (c.classes != L.classes) differs("classes", std::to_string(c.classes), std::to_string(L.classes));
+  if ((c.layers > 0) != (L.layers > 0)) differs("layer_spikes", c.layers > 0 ? "on" : "off", L.layers > 0 ? "on" : "off");
+  if (c.layers != L.layers) differs("neuron layers", std::to_string(c.layers), std::to_string(L.layers));
+  if (c.prediction_by_step != L.prediction_by_step) {
+    differs("prediction_by_step", c.prediction_by_step ? "on" : "off", L.prediction_by_step ? "on" : "off");
+  }
+  auto joined = [](std::vector<std::string> v) {
+    std::sort(v.begin(), v.end());
+    std::string out;
+    for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
+    return out.empty() ? std::string("none") : out;
+  };
+  auto names = [&](const auto& pops) {
+    std::vector<std::string> out;
+    for (const auto& p : pops) out.push_back(p.name);
+    return joined(out);
+  };
+  if (names(c.populations) != names(L.spikes)) differs("spikes of", names(c.populations), names(L.spikes));
+  if (names(c.reports) != names(L.traces)) differs("potentials of", names(c.reports), names(L.traces));
+  for (const auto& p : L.spikes) {
+    const auto& got = *std::find_if(c.populations.begin(), c.populations.end(), [&](const auto& x) { return x.name == p.name; });
+    if (got.n_nodes != p.size) differs("a layer '" + p.name + "' of", std::to_string(got.n_nodes) + " neurons", std::to_string(p.size));
+    std::vector<int64_t> want = p.node_ids;  // empty = every neuron
+    for (int64_t i = 0; p.node_ids.empty() && i < p.size; ++i) want.push_back(i);
+    if (got.recorded != want) differs("other neurons of", p.name, "a different --record list");
+  }
+  for (const auto& p : L.traces) {
+    const auto& got = *std::find_if(c.reports.begin(), c.reports.end(), [&](const auto& x) { return x.name == p.name; });
+    if (got.node_ids != p.node_ids) differs("other potentials of", p.name, "a different --record-v list");
+  }
+  Handle meta(H5Gopen2(f, sc::meta.path, H5P_DEFAULT), H5Gclose);
+  for (const auto& [key, value] : must_match) {
+    const std::string got =
+        H5Aexists(meta.get(), key.c_str()) > 0 ? hdf5::read_string_attribute(meta.get(), key.c_str(), where) : "";
+    if (got != value) {
+      throw Error(where + " was made with another " + key + " (/meta attribute '" + key +
+                  "'): resume it with the checkpoint and settings it was started with");
+    }
+  }
 }
 
 // Whether event i follows event i - 1 in file order (sample, step, id).
@@ -332,10 +368,8 @@ struct RecordingFile::State {
   Handle file{-1, H5Fclose};
   Handle counter{-1, H5Dclose};  // /meta/samples_committed
   Handle status{-1, H5Dclose};   // /meta/status
-  Handle time_range{-1, H5Dclose};
   struct Pop {
     Growing timestamps, node_ids, ptr;
-    std::vector<int64_t> ids;  // recorded ids (all when the population records everything)
     uint64_t spikes = 0;
   };
   std::vector<Pop> pops;
@@ -373,109 +407,101 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
 
   // Root: SONATA's magic and version, and ours.
   {
-    const uint32_t magic = 0x0A7A, version[2] = {0, 1};
     Handle scalar(H5Screate(H5S_SCALAR), H5Sclose);
-    Handle a(H5Acreate2(f, "magic", H5T_STD_U32LE, scalar.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-    check(H5Awrite(a.get(), H5T_NATIVE_UINT32, &magic), "recording: cannot write magic");
+    Handle a(H5Acreate2(f, sc::attr_magic.name, sc::file_type(sc::attr_magic.type), scalar.get(), H5P_DEFAULT,
+                        H5P_DEFAULT),
+             H5Aclose);
+    check(H5Awrite(a.get(), H5T_NATIVE_UINT32, &sc::kSonataMagic), "recording: cannot write magic");
     const hsize_t two = 2;
     Handle pair(H5Screate_simple(1, &two, nullptr), H5Sclose);
-    Handle v(H5Acreate2(f, "version", H5T_STD_U32LE, pair.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-    check(H5Awrite(v.get(), H5T_NATIVE_UINT32, version), "recording: cannot write version");
-    hdf5::write_string_attribute(f, "format", "snnsim-recording");
-    hdf5::write_int_attribute(f, "format_version", 1);
+    Handle v(H5Acreate2(f, sc::attr_version.name, sc::file_type(sc::attr_version.type), pair.get(), H5P_DEFAULT,
+                        H5P_DEFAULT),
+             H5Aclose);
+    check(H5Awrite(v.get(), H5T_NATIVE_UINT32, sc::kSonataVersion), "recording: cannot write version");
+    hdf5::write_string_attribute(f, sc::attr_format.name, sc::kFormat);
+    hdf5::write_int_attribute(f, sc::attr_format_version.name, sc::kFormatVersion);
   }
 
   // /meta: provenance attributes, status and the committed-samples counter.
   {
-    Handle g = make_group(f, "meta");
+    Handle g = make_group(f, sc::meta);
     for (const auto& [k, v] : meta) hdf5::write_string_attribute(g.get(), k.c_str(), v);
-    hdf5::write_int_attribute(g.get(), "steps_per_sample", L.steps);
-    hdf5::write_double_attribute(g.get(), "dt_ms", L.dt_ms);
+    hdf5::write_int_attribute(g.get(), sc::attr_steps_per_sample.name, L.steps);
+    hdf5::write_double_attribute(g.get(), sc::attr_dt_ms.name, L.dt_ms);
     Handle scalar(H5Screate(H5S_SCALAR), H5Sclose);
-    s_->counter = Handle(H5Dcreate2(g.get(), "samples_committed", H5T_STD_U64LE, scalar.get(), H5P_DEFAULT,
-                                    H5P_DEFAULT, H5P_DEFAULT),
+    s_->counter = Handle(H5Dcreate2(f, sc::samples_committed.path, sc::file_type(sc::samples_committed.type),
+                                    scalar.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                          H5Dclose);
+    if (!s_->counter.ok()) throw Error("recording: cannot create /" + std::string(sc::samples_committed.path));
     const uint64_t zero = 0;
     write_scalar(s_->counter.get(), H5T_NATIVE_UINT64, &zero, "samples_committed");
-    Handle st = string_type(kStatusLength);
-    s_->status = Handle(
-        H5Dcreate2(g.get(), "status", st.get(), scalar.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Dclose);
-    write_scalar(s_->status.get(), st.get(), padded("running").data(), "status");
-    Handle pops = make_group(g.get(), "populations");
+    Handle st = string_type(sc::status.length);
+    s_->status = Handle(H5Dcreate2(f, sc::status.path, st.get(), scalar.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                        H5Dclose);
+    if (!s_->status.ok()) throw Error("recording: cannot create /" + std::string(sc::status.path));
+    write_status(s_->status.get(), "running");
+    make_group(f, sc::populations);
     for (const auto& p : L.spikes) {
-      Handle pg = make_group(pops.get(), p.name);
-      hdf5::write_int_attribute(pg.get(), "n_nodes", p.size);
-      hdf5::write_int_attribute(pg.get(), "layer", p.layer);
+      Handle pg = make_group(f, sc::population, p.name);
+      hdf5::write_int_attribute(pg.get(), sc::attr_n_nodes.name, p.size);
+      hdf5::write_int_attribute(pg.get(), sc::attr_layer.name, p.layer);
       std::vector<uint64_t> ids;
       for (int64_t i = 0; i < (p.node_ids.empty() ? p.size : 0); ++i) ids.push_back(static_cast<uint64_t>(i));
       for (auto i : p.node_ids) ids.push_back(static_cast<uint64_t>(i));
-      write_fixed(pg.get(), "recorded_node_ids", H5T_STD_U64LE, H5T_NATIVE_UINT64, ids.size(), ids.data());
+      write_fixed(f, sc::recorded_node_ids, p.name, ids.size(), ids.data());
     }
   }
 
-  // /spikes/<pop>: one SONATA population per recorded layer.
+  // /spikes/<pop>: one SONATA population per recorded layer. What SONATA
+  // readers open stays readable by every HDF5 build (libsonata's PyPI wheels
+  // have no zlib) unless deflate is asked for (the schema's filters).
   {
-    Handle g = make_group(f, "spikes");
+    make_group(f, sc::spikes);
     for (const auto& p : L.spikes) {
-      Handle pg = make_group(g.get(), p.name);
+      Handle pg = make_group(f, sc::spike_population, p.name);
       write_sorting_by_time(pg.get());
       State::Pop pop;
-      // What SONATA readers open stays readable by every HDF5 build (libsonata's
-      // PyPI wheels have no zlib) unless deflate is asked for.
-      const Filter f = L.deflate_spikes ? Filter::kDeflate : Filter::kNone;
-      const Filter ids = L.deflate_spikes ? Filter::kDeflate : Filter::kScaleOffset;
-      pop.timestamps = make_growing(pg.get(), "timestamps", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, kSpikeChunk, f);
-      write_units(pop.timestamps.ds.get(), "ms");
-      pop.node_ids = make_growing(pg.get(), "node_ids", H5T_STD_U64LE, H5T_NATIVE_UINT64, 0, kSpikeChunk, ids);
+      pop.timestamps = make_growing(f, sc::timestamps, p.name, 0, L.deflate_spikes);
+      pop.node_ids = make_growing(f, sc::node_ids, p.name, 0, L.deflate_spikes);
       s_->pops.push_back(std::move(pop));
     }
   }
 
   // /report/<pop>: membrane potentials of the chosen neurons.
   {
-    Handle g = make_group(f, "report");
+    make_group(f, sc::report);
     for (const auto& p : L.traces) {
       const hsize_t n = p.node_ids.size();
-      Handle pg = make_group(g.get(), p.name);
-      Growing data = make_growing(pg.get(), "data", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, n,
-                                  std::max<hsize_t>(1, kSpikeChunk / n),
-                                  L.deflate_spikes ? Filter::kDeflate : Filter::kNone);
-      write_units(data.ds.get(), "mV");
-      s_->reports.push_back(std::move(data));
-      Handle m = make_group(pg.get(), "mapping");
+      make_group(f, sc::report_population, p.name);
+      s_->reports.push_back(make_growing(f, sc::report_data, p.name, n, L.deflate_spikes));
+      make_group(f, sc::report_mapping, p.name);
       std::vector<uint64_t> ids(p.node_ids.begin(), p.node_ids.end()), ptr(n + 1);
       std::vector<uint32_t> elements(n, 0);
       for (hsize_t i = 0; i <= n; ++i) ptr[i] = i;
-      write_fixed(m.get(), "node_ids", H5T_STD_U64LE, H5T_NATIVE_UINT64, n, ids.data());
-      write_fixed(m.get(), "index_pointers", H5T_STD_U64LE, H5T_NATIVE_UINT64, n + 1, ptr.data());
-      write_fixed(m.get(), "element_ids", H5T_STD_U32LE, H5T_NATIVE_UINT32, n, elements.data());
+      write_fixed(f, sc::report_node_ids, p.name, n, ids.data());
+      write_fixed(f, sc::report_index_pointers, p.name, n + 1, ptr.data());
+      write_fixed(f, sc::report_element_ids, p.name, n, elements.data());
       const double time[3] = {0.0, 0.0, L.dt_ms};
-      write_fixed(m.get(), "time", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 3, time);
-      s_->report_times.emplace_back(H5Dopen2(m.get(), "time", H5P_DEFAULT), H5Dclose);
-      write_units(s_->report_times.back().get(), "ms");
+      s_->report_times.push_back(write_fixed(f, sc::report_time, p.name, 3, time));
     }
   }
 
   // /samples: one row per sample, and each population's spike pointers.
   {
-    Handle g = make_group(f, "samples");
-    s_->label = make_growing(g.get(), "label", H5T_STD_I16LE, H5T_NATIVE_INT16, 0, kRowChunk);
-    s_->predicted = make_growing(g.get(), "predicted", H5T_STD_I16LE, H5T_NATIVE_INT16, 0, kRowChunk);
-    s_->counts = make_growing(g.get(), "output_counts", H5T_STD_U32LE, H5T_NATIVE_UINT32,
-                              static_cast<hsize_t>(L.classes), kRowChunk);
-    s_->t_start = make_growing(g.get(), "t_start_ms", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, kRowChunk);
-    s_->t_stop = make_growing(g.get(), "t_stop_ms", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 0, kRowChunk);
-    if (L.layers > 0) {
-      s_->layer_spikes = make_growing(g.get(), "layer_spikes", H5T_STD_U32LE, H5T_NATIVE_UINT32,
-                                      static_cast<hsize_t>(L.layers), kRowChunk);
-    }
+    make_group(f, sc::samples);
+    const bool d = L.deflate_spikes;
+    s_->label = make_growing(f, sc::label, "", 0, d);
+    s_->predicted = make_growing(f, sc::predicted, "", 0, d);
+    s_->counts = make_growing(f, sc::output_counts, "", static_cast<hsize_t>(L.classes), d);
+    s_->t_start = make_growing(f, sc::t_start_ms, "", 0, d);
+    s_->t_stop = make_growing(f, sc::t_stop_ms, "", 0, d);
+    if (L.layers > 0) s_->layer_spikes = make_growing(f, sc::layer_spikes, "", static_cast<hsize_t>(L.layers), d);
     if (L.prediction_by_step) {
-      s_->prediction_by_step = make_growing(g.get(), "prediction_by_step", H5T_STD_I16LE, H5T_NATIVE_INT16,
-                                            static_cast<hsize_t>(L.steps), kRowChunk);
+      s_->prediction_by_step = make_growing(f, sc::prediction_by_step, "", static_cast<hsize_t>(L.steps), d);
     }
-    Handle ptr = make_group(g.get(), "spike_ptr");
+    make_group(f, sc::spike_ptrs);
     for (size_t i = 0; i < L.spikes.size(); ++i) {
-      s_->pops[i].ptr = make_growing(ptr.get(), L.spikes[i].name, H5T_STD_U64LE, H5T_NATIVE_UINT64, 0, kRowChunk);
+      s_->pops[i].ptr = make_growing(f, sc::spike_ptr, L.spikes[i].name, 0, d);
       const uint64_t zero = 0;
       s_->pops[i].ptr.append(&zero, 1, "spike_ptr");
     }
@@ -494,124 +520,76 @@ RecordingFile::RecordingFile() = default;
 RecordingFile::RecordingFile(RecordingFile&&) noexcept = default;
 RecordingFile& RecordingFile::operator=(RecordingFile&&) noexcept = default;
 
-RecordingFile RecordingFile::resume(std::string path, RecordingLayout layout) {
+RecordingFile RecordingFile::resume(std::string path, RecordingLayout layout,
+                                    const std::vector<std::pair<std::string, std::string>>& must_match) {
   hdf5::QuietHdf5 quiet;
   validate(layout);
   const std::string final_path = strip_partial(path);
   const std::string partial = final_path + ".partial";
-  if (!exists(partial)) {
-    if (!exists(final_path)) throw Error("no unfinished recording '" + partial + "' to resume");
-    std::string status;
-    {
-      Handle f = open_unfinished(final_path, false);
-      status = read_status(f.get(), "recording '" + final_path + "'");
+  // The file to continue: the unfinished one, or a recovered normal file.
+  const bool recovered = !exists(partial);
+  const std::string source = recovered ? final_path : partial;
+  if (recovered && !exists(final_path)) throw Error("no unfinished recording '" + partial + "' to resume");
+  const std::string where = "recording '" + source + "'";
+
+  // Every check reads the file opened read-only: a refused resume leaves it
+  // exactly as it was (bytes, name, status).
+  sc::Contents c;
+  {
+    Handle f = open_read_only(source);
+    if (recovered) {
+      const std::string status = sc::read_status(f.get(), where);
+      if (status != "recovered") {
+        throw Error("recording '" + final_path + "' is finished (status " + status + "): nothing to resume");
+      }
     }
-    if (status != "recovered") {
-      throw Error("recording '" + final_path + "' is finished (status " + status + "): nothing to resume");
-    }
-    // A recovered file continues where it stopped, as an unfinished one.
-    if (std::rename(final_path.c_str(), partial.c_str()) != 0) {
-      throw Error("cannot rename '" + final_path + "' to '" + partial + "': " + std::strerror(errno));
-    }
+    c = sc::check(f.get(), where, sc::Rows::kAtLeast);
+    check_resumable(f.get(), c, layout, must_match, where);
   }
-  const std::string where = "recording '" + partial + "'";
+
+  // All checks passed: from here on the file changes.
   RecordingFile r;
   r.s_ = std::make_unique<State>();
   State& s = *r.s_;
   s.path = final_path;
   s.layout = std::move(layout);
   const RecordingLayout& L = s.layout;
-  s.file = open_unfinished(partial, true);
+  s.file = open_writable(source);
   const hid_t f = s.file.get();
-  const int64_t committed = truncate_to_committed(f, where);
-
-  // The file must hold what this run would write.
-  Handle meta = open_group(f, "meta", where);
-  auto differs = [&](const std::string& what, const std::string& file, const std::string& run) {
-    throw Error(where + " was recorded with " + what + " " + file + ", this run has " + run +
-                ": resume it with the settings it was started with");
-  };
-  const int64_t steps = hdf5::read_int_attribute(meta.get(), "steps_per_sample", where);
-  if (steps != L.steps) differs("T =", std::to_string(steps), std::to_string(L.steps));
-  const double dt = hdf5::read_double_attribute(meta.get(), "dt_ms", where);
-  if (dt != L.dt_ms) differs("dt =", std::to_string(dt), std::to_string(L.dt_ms));
-  auto names = [](const auto& pops) {
-    std::vector<std::string> out;
-    for (const auto& p : pops) out.push_back(p.name);
-    std::sort(out.begin(), out.end());
-    return out;
-  };
-  auto joined = [](const std::vector<std::string>& v) {
-    std::string out;
-    for (const auto& x : v) out += (out.empty() ? "" : ",") + x;
-    return out.empty() ? std::string("none") : out;
-  };
-  Handle spikes = open_group(f, "spikes", where);
-  Handle reports = open_group(f, "report", where);
-  if (members(spikes.get()) != names(L.spikes)) {
-    differs("spikes of", joined(members(spikes.get())), joined(names(L.spikes)));
-  }
-  if (members(reports.get()) != names(L.traces)) {
-    differs("potentials of", joined(members(reports.get())), joined(names(L.traces)));
-  }
-  for (const auto& p : L.spikes) {
-    std::vector<int64_t> want = p.node_ids;
-    if (want.empty()) {
-      for (int64_t i = 0; i < p.size; ++i) want.push_back(i);
-    }
-    if (read_ids(meta.get(), "populations/" + p.name + "/recorded_node_ids", where) != want) {
-      differs("other neurons of", p.name, "a different --record list");
-    }
-  }
-  for (const auto& p : L.traces) {
-    if (read_ids(reports.get(), p.name + "/mapping/node_ids", where) != p.node_ids) {
-      differs("other potentials of", p.name, "a different --record-v list");
-    }
-  }
+  truncate_to_committed(f, c, where);
 
   // Reopen every growing dataset where the last commit left it.
-  Handle samples = open_group(f, "samples", where);
-  s.label = open_growing(samples.get(), "label", H5T_NATIVE_INT16, where);
-  s.predicted = open_growing(samples.get(), "predicted", H5T_NATIVE_INT16, where);
-  s.counts = open_growing(samples.get(), "output_counts", H5T_NATIVE_UINT32, where);
-  if (static_cast<int64_t>(s.counts.width) != L.classes) {
-    differs("classes", std::to_string(s.counts.width), std::to_string(L.classes));
-  }
-  s.t_start = open_growing(samples.get(), "t_start_ms", H5T_NATIVE_DOUBLE, where);
-  s.t_stop = open_growing(samples.get(), "t_stop_ms", H5T_NATIVE_DOUBLE, where);
-  const bool has_layers = H5Lexists(samples.get(), "layer_spikes", H5P_DEFAULT) > 0;
-  if (has_layers != (L.layers > 0)) differs("layer_spikes", has_layers ? "on" : "off", L.layers > 0 ? "on" : "off");
-  if (has_layers) {
-    s.layer_spikes = open_growing(samples.get(), "layer_spikes", H5T_NATIVE_UINT32, where);
-    if (static_cast<int64_t>(s.layer_spikes.width) != L.layers) {
-      differs("neuron layers", std::to_string(s.layer_spikes.width), std::to_string(L.layers));
-    }
-  }
-  const bool has_pred = H5Lexists(samples.get(), "prediction_by_step", H5P_DEFAULT) > 0;
-  if (has_pred != L.prediction_by_step) differs("prediction_by_step", has_pred ? "on" : "off", has_pred ? "off" : "on");
-  if (has_pred) s.prediction_by_step = open_growing(samples.get(), "prediction_by_step", H5T_NATIVE_INT16, where);
-  Handle ptrs = open_group(samples.get(), "spike_ptr", where);
+  s.label = open_growing(f, sc::label, "", where);
+  s.predicted = open_growing(f, sc::predicted, "", where);
+  s.counts = open_growing(f, sc::output_counts, "", where);
+  s.t_start = open_growing(f, sc::t_start_ms, "", where);
+  s.t_stop = open_growing(f, sc::t_stop_ms, "", where);
+  if (L.layers > 0) s.layer_spikes = open_growing(f, sc::layer_spikes, "", where);
+  if (L.prediction_by_step) s.prediction_by_step = open_growing(f, sc::prediction_by_step, "", where);
   for (const auto& p : L.spikes) {
-    Handle pg = open_group(spikes.get(), p.name, where);
     State::Pop pop;
-    pop.timestamps = open_growing(pg.get(), "timestamps", H5T_NATIVE_DOUBLE, where);
-    pop.node_ids = open_growing(pg.get(), "node_ids", H5T_NATIVE_UINT64, where);
-    pop.ptr = open_growing(ptrs.get(), p.name, H5T_NATIVE_UINT64, where);
-    pop.spikes = read_u64_at(pop.ptr.ds.get(), static_cast<hsize_t>(committed), where);
+    pop.timestamps = open_growing(f, sc::timestamps, p.name, where);
+    pop.node_ids = open_growing(f, sc::node_ids, p.name, where);
+    pop.ptr = open_growing(f, sc::spike_ptr, p.name, where);
+    pop.spikes = std::find_if(c.populations.begin(), c.populations.end(), [&](const auto& x) { return x.name == p.name; })->events;
     s.pops.push_back(std::move(pop));
   }
   for (const auto& p : L.traces) {
-    Handle pg = open_group(reports.get(), p.name, where);
-    s.reports.push_back(open_growing(pg.get(), "data", H5T_NATIVE_FLOAT, where));
-    s.report_times.push_back(open_dataset(pg.get(), "mapping/time", where));
+    s.reports.push_back(open_growing(f, sc::report_data, p.name, where));
+    s.report_times.push_back(open_dataset(f, sc::at(sc::report_time, p.name), where));
   }
-  s.counter = open_dataset(f, "meta/samples_committed", where);
-  s.status = open_dataset(f, "meta/status", where);
-  Handle st = string_type(kStatusLength);
-  write_scalar(s.status.get(), st.get(), padded("running").data(), "status");
-  hdf5::write_int_attribute(meta.get(), "resumed_at_sample", committed);
-  s.appended = s.committed = committed;
-  check(H5Fstart_swmr_write(f), "recording: cannot start SWMR writing on '" + partial + "'");
+  s.counter = open_dataset(f, sc::samples_committed.path, where);
+  s.status = open_dataset(f, sc::status.path, where);
+  write_status(s.status.get(), "running");
+  Handle meta(H5Gopen2(f, sc::meta.path, H5P_DEFAULT), H5Gclose);
+  if (!meta.ok()) throw Error(where + " has no group /meta");
+  hdf5::write_int_attribute(meta.get(), sc::attr_resumed_at_sample.name, c.samples);
+  s.appended = s.committed = c.samples;
+  check(H5Fstart_swmr_write(f), "recording: cannot start SWMR writing on '" + source + "'");
+  // A recovered file continues where it stopped, as an unfinished one.
+  if (recovered && std::rename(final_path.c_str(), partial.c_str()) != 0) {
+    throw Error("cannot rename '" + final_path + "' to '" + partial + "': " + std::strerror(errno));
+  }
   return r;
 }
 
@@ -630,7 +608,7 @@ SampleRows RecordingFile::read_rows() const {
 
 std::string RecordingFile::meta_attribute(const std::string& key) const {
   hdf5::QuietHdf5 quiet;
-  Handle meta(H5Gopen2(s_->file.get(), "meta", H5P_DEFAULT), H5Gclose);
+  Handle meta(H5Gopen2(s_->file.get(), sc::meta.path, H5P_DEFAULT), H5Gclose);
   if (!meta.ok() || H5Aexists(meta.get(), key.c_str()) <= 0) return "";
   return hdf5::read_string_attribute(meta.get(), key.c_str(), "recording '" + partial_path() + "'");
 }
@@ -640,8 +618,9 @@ std::string read_meta_attribute(const std::string& path, const std::string& key)
   const std::string final_path = strip_partial(path);
   const std::string file = exists(final_path + ".partial") ? final_path + ".partial" : final_path;
   if (!exists(file)) throw Error("no recording '" + final_path + "' (nor '" + final_path + ".partial')");
-  Handle f = open_unfinished(file, false);
-  Handle meta = open_group(f.get(), "meta", "recording '" + file + "'");
+  Handle f = open_read_only(file);
+  Handle meta(H5Gopen2(f.get(), sc::meta.path, H5P_DEFAULT), H5Gclose);
+  if (!meta.ok()) throw Error("recording '" + file + "' has no group /meta");
   if (H5Aexists(meta.get(), key.c_str()) <= 0) return "";
   return hdf5::read_string_attribute(meta.get(), key.c_str(), "recording '" + file + "'");
 }
@@ -653,24 +632,32 @@ Recovered recover(const std::string& path, bool overwrite) {
   const std::string partial = r.path + ".partial";
   if (!exists(partial)) {
     if (!exists(r.path)) throw Error("no recording '" + partial + "' to recover");
-    Handle f = open_unfinished(r.path, false);
-    throw Error("recording '" + r.path + "' is finished (status " + read_status(f.get(), "'" + r.path + "'") +
+    Handle f = open_read_only(r.path);
+    throw Error("recording '" + r.path + "' is finished (status " + sc::read_status(f.get(), "'" + r.path + "'") +
                 "): nothing to recover");
   }
   if (!overwrite && exists(r.path)) {
     throw Error("'" + r.path + "' exists; pass --overwrite to replace it with the recovered recording");
   }
+  const std::string where = "recording '" + partial + "'";
+  // Checked read-only first: a file recover refuses is left as it was.
+  sc::Contents c;
   {
-    const std::string where = "recording '" + partial + "'";
-    Handle f = open_unfinished(partial, true);
-    r.previous_status = read_status(f.get(), where);
-    r.samples = truncate_to_committed(f.get(), where);
-    Handle status = open_dataset(f.get(), "meta/status", where);
-    Handle st = string_type(kStatusLength);
-    write_scalar(status.get(), st.get(), padded("recovered").data(), "status");
-    Handle meta = open_group(f.get(), "meta", where);
-    hdf5::write_string_attribute(meta.get(), "recovered_from_status", r.previous_status);
+    Handle f = open_read_only(partial);
+    r.previous_status = sc::read_status(f.get(), where);
+    c = sc::check(f.get(), where, sc::Rows::kAtLeast);
   }
+  {
+    Handle f = open_writable(partial);
+    truncate_to_committed(f.get(), c, where);
+    Handle status = open_dataset(f.get(), sc::status.path, where);
+    write_status(status.get(), "recovered");
+    Handle meta(H5Gopen2(f.get(), sc::meta.path, H5P_DEFAULT), H5Gclose);
+    if (!meta.ok()) throw Error(where + " has no group /meta");
+    hdf5::write_string_attribute(meta.get(), sc::attr_recovered_from_status.name, r.previous_status);
+    check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), "recording: cannot flush '" + partial + "'");
+  }
+  r.samples = c.samples;
   if (std::rename(partial.c_str(), r.path.c_str()) != 0) {
     throw Error("recording: cannot rename '" + partial + "' to '" + r.path + "': " + std::strerror(errno));
   }
@@ -801,8 +788,7 @@ void RecordingFile::finish(const std::string& status, const std::vector<std::pai
   hdf5::QuietHdf5 quiet;
   if (s_->finished) return;
   commit();
-  Handle st = string_type(kStatusLength);
-  write_scalar(s_->status.get(), st.get(), padded(status).data(), "status");
+  write_status(s_->status.get(), status);
   s_->finished = true;
   // Close every object, then reopen without SWMR to add attributes.
   s_->pops.clear();
@@ -822,7 +808,7 @@ void RecordingFile::finish(const std::string& status, const std::vector<std::pai
   {
     Handle f(H5Fopen(partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
     if (!f.ok()) throw Error("recording: cannot reopen '" + partial + "' to finish it");
-    Handle meta(H5Gopen2(f.get(), "meta", H5P_DEFAULT), H5Gclose);
+    Handle meta(H5Gopen2(f.get(), sc::meta.path, H5P_DEFAULT), H5Gclose);
     for (const auto& [k, v] : final_meta) hdf5::write_string_attribute(meta.get(), k.c_str(), v);
   }
   if (status == "complete" && std::rename(partial.c_str(), s_->path.c_str()) != 0) {

@@ -6,7 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "snn/core/error.h"
 #include "snn/recording/recording_file.h"
@@ -19,6 +21,12 @@ std::string temp_path(const std::string& name) {
 }
 
 bool exists(const std::string& p) { return std::ifstream(p).good(); }
+
+// A file's bytes (to prove that a refused resume left it exactly as it was).
+std::string bytes_of(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
 
 RecordingLayout small_layout() {
   RecordingLayout L;
@@ -239,6 +247,45 @@ TEST(RecordingFile, ResumeRefusesAnotherLayout) {
   EXPECT_THROW(RecordingFile::resume(path, pops), Error);
   { RecordingFile file = RecordingFile::resume(path, small_layout()); }  // the right layout opens
   std::remove((path + ".partial").c_str());
+}
+
+// Every check runs on the file opened read-only: a refused resume (another
+// layout, another config) leaves a killed run's .partial and a recovered file
+// byte for byte as they were, under the same name, still resumable.
+TEST(RecordingFile, ARefusedResumeLeavesTheFileExactlyAsItWas) {
+  const std::string path = temp_path("refused.h5");
+  const Batches all = make_batches({3, 2, 4});
+  killed_writer(path, {all.batches[0], all.batches[1]}, all.batches[2]);
+  RecordingLayout ids = small_layout();
+  ids.spikes[0].node_ids = {0, 1, 2};  // another --record list
+  RecordingLayout classes = small_layout();
+  classes.classes = 4;
+  auto expect_refused = [&](const std::string& file, const std::string& name) {
+    const std::string before = bytes_of(file);
+    ASSERT_FALSE(before.empty());
+    EXPECT_THROW(RecordingFile::resume(path, ids), Error) << name;
+    EXPECT_THROW(RecordingFile::resume(path, classes), Error) << name;
+    EXPECT_THROW(RecordingFile::resume(path, small_layout(), {{"config", "another network"}}), Error) << name;
+    EXPECT_TRUE(bytes_of(file) == before) << name << ": a refused resume changed the file";
+  };
+  expect_refused(path + ".partial", "killed run");
+  EXPECT_FALSE(exists(path));
+  // The same for a file recover() made (status recovered, the normal name).
+  ASSERT_EQ(recover(path).samples, 5);
+  expect_refused(path, "recovered file");
+  EXPECT_FALSE(exists(path + ".partial")) << "a refused resume renamed the recovered file";
+  // The file is still good: the right layout and config continue it.
+  {
+    RecordingFile file = RecordingFile::resume(path, small_layout(), {{"config", "c"}});
+    EXPECT_EQ(file.samples_committed(), 5);
+    write_all(file, {all.batches[2]});
+    file.finish("complete");
+  }
+  nlohmann::json want = all.want;
+  want["status"] = "complete";
+  want["meta"] = {{"config", "c"}, {"recovered_from_status", "running"}};
+  expect_h5py_reads(path, want);
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ namespace snn::analysis {
 /// How analyze_recording() reads the file.
 struct AnalysisOptions {
   /// Most bytes of spike events held at once (16 per spike: timestamp and
-  /// id); a sample with more spikes is still read whole. Default 64 MiB.
+  /// id); a sample with more spikes is read in pieces. Default 64 MiB.
   int64_t chunk_bytes = int64_t{64} << 20;
 };
 
@@ -71,9 +71,12 @@ struct RecordingStats {
   int64_t peak_chunk_bytes = 0;                ///< the most event bytes held at once
 };
 
-/// Reads the recording at `path` chunk by chunk. Throws snn::Error naming
-/// what is wrong: no such file, not an HDF5 file or not a recording, a run
-/// that did not finish (pointing to `snnsim recover`), inconsistent data.
+/// Reads the recording at `path` chunk by chunk, after checking all of it
+/// against the format (recording/schema.json: every dataset's type and
+/// extent, spike pointers, node ids, labels). Throws snn::Error naming what
+/// is wrong: no such file, not an HDF5 file or not a recording, a run that
+/// did not finish (pointing to `snnsim recover`), the dataset and the defect
+/// of a malformed file.
 RecordingStats analyze_recording(const std::string& path, const AnalysisOptions& options = {});
 
 /// Spikes of consecutive samples of one population (e.g. for a raster).

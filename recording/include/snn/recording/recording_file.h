@@ -110,10 +110,14 @@ class RecordingFile {
   /// Reopens an unfinished recording to continue it: `path`.partial (left by
   /// a killed, interrupted or failed run), or `path` itself when recover()
   /// made it. Drops whatever follows the last commit; the next append()
-  /// continues at sample samples_committed(). The file must have been
-  /// written with `layout` (populations, ids, T, dt, classes); throws
-  /// snn::Error naming the difference, or when the file is complete.
-  static RecordingFile resume(std::string path, RecordingLayout layout);
+  /// continues at sample samples_committed(). The file must be a consistent
+  /// recording (schema::check) written with `layout` (populations, ids, T,
+  /// dt, classes) whose /meta attributes named in `must_match` (e.g. the
+  /// network config) hold the given values; throws snn::Error naming the
+  /// difference, or when the file is complete. Everything is checked with
+  /// the file opened read-only: a refused resume leaves it exactly as it was.
+  static RecordingFile resume(std::string path, RecordingLayout layout,
+                              const std::vector<std::pair<std::string, std::string>>& must_match = {});
 
   /// Appends the samples' rows, spikes and traces (not yet committed).
   void append(const SampleBatch& batch);
@@ -159,7 +163,8 @@ struct Recovered {
 /// into a normal file at `path` truncated to its last committed sample,
 /// with status "recovered". Refuses to replace an existing `path` unless
 /// `overwrite`. Throws snn::Error saying what is wrong (no such file, a
-/// complete file, not a recording, damaged beyond the last commit).
+/// complete file, not a recording, damaged beyond the last commit); the
+/// file is checked read-only first, so a refused one is left as it was.
 Recovered recover(const std::string& path, bool overwrite = false);
 
 }  // namespace snn::recording
