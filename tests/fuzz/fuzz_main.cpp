@@ -195,7 +195,8 @@ int replay(const std::string& target_name, const std::string& file) {
   set_context(t.name, 0, 0, file);
   install_handlers();
   const std::string kind = run_one(t, file);
-  std::cout << "snn_fuzz: " << file << ": " << (kind.empty() ? "accepted" : "rejected (" + kind + ")") << "\n";
+  std::cout << "snn_fuzz: " << file << ": " << (kind.empty() ? "accepted" : "rejected (" + kind + "): " + g_message)
+            << std::endl;
   return 0;
 }
 
