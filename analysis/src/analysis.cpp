@@ -317,8 +317,9 @@ SpikeTrains read_spikes(const std::string& path, const std::string& population, 
     for (uint64_t e = p[s] - p.front(); e < p[s + 1] - p.front(); ++e) {
       step_of(out.t_ms[e], first + s, c.steps, c.dt_ms, what);
       if (!std::binary_search(pop->recorded.begin(), pop->recorded.end(), static_cast<int64_t>(std::min<uint64_t>(raw[e], INT64_MAX)))) {
-        throw Error(what + " is inconsistent: a spike of neuron " + std::to_string(raw[e]) +
-                    ", which is not a recorded neuron (n_nodes " + std::to_string(pop->n_nodes) + ")");
+        throw Error(where + ": /" + schema::at(schema::node_ids, population) + " holds node id " +
+                    std::to_string(raw[e]) + ", not a recorded neuron of the population (n_nodes " +
+                    std::to_string(pop->n_nodes) + ")");
       }
     }
   }
