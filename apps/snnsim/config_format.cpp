@@ -61,18 +61,17 @@ std::map<std::string, int> toml_key_lines(const std::string& text, const Source&
     }
     if (line.front() == ';' || line.front() == '#') continue;
     const size_t eq = line.find('=');
+    // CLI11 would read these as keys named "[train" or "layers 784-10".
+    if (line.front() == '[') src.fail("expected a table header like [train], got '" + line + "'", n);
+    if (eq == std::string::npos) src.fail("expected key = value, got '" + line + "'", n);
     std::string name = trimmed(line.substr(0, eq));
-    if (eq != std::string::npos) {
-      std::string value = trimmed(line.substr(eq + 1));
-      value = trimmed(value.substr(0, value.find('#')));
-      if (value.size() > 1 && value.front() == '[') {  // a list that may continue on the next lines
-        for (std::string more; value.back() != ']' && std::getline(in, more);) {
-          ++n;
-          value += trimmed(more);
-        }
+    std::string value = trimmed(line.substr(eq + 1));
+    value = trimmed(value.substr(0, value.find('#')));
+    if (value.size() > 1 && value.front() == '[') {  // a list that may continue on the next lines
+      for (std::string more; value.back() != ']' && std::getline(in, more);) {
+        ++n;
+        value += trimmed(more);
       }
-    } else {
-      name = trimmed(name.substr(0, name.find('#')));
     }
     if (name.find('.') == std::string::npos) name = unquoted(name);
     const std::string full = section.empty() ? name : section + "." + name;
@@ -228,7 +227,14 @@ std::vector<CLI::ConfigItem> TomlOrJsonConfig::from_config(std::istream& input) 
     std::istringstream toml(text);
     items = CLI::ConfigTOML::from_config(toml);
   }
-  if (app_ != nullptr) check_keys(*app_, items, lines, src);
+  if (app_ != nullptr) {
+    check_keys(*app_, items, lines, src);
+    // A TOML list is one flag's comma-separated list, as a JSON array is
+    // (CLI11 would give the flag one value per element: "given 3 times").
+    for (auto& item : items) {
+      if (item.inputs.size() > 1) item.inputs = {join_names(item.inputs, ",")};
+    }
+  }
   return items;
 }
 

@@ -17,7 +17,8 @@ namespace snn::app {
 // subcommand objects ({"train": {"layers": "784-256-10", "T": 8}}), keys as
 // in TOML. JSON is translated to the equivalent TOML, so both formats obey
 // the same rules (typos rejected, flags override); arrays become the flags'
-// comma-separated lists (["cpu", "cpu"] -> "cpu,cpu").
+// comma-separated lists (["cpu", "cpu"] -> "cpu,cpu"), and so do TOML
+// lists in --config.
 //
 // CLI11's reader takes the last of a repeated table or key without a word;
 // here a table ([train] twice), a key or a JSON member given twice is an

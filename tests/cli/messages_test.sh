@@ -83,8 +83,20 @@ printf '{"train": {"T": 2, "epochs": 1, "T": 3}}' >"$tmp/key2.json"
 expect_error "JSON member twice" "config '$tmp/key2.json' (JSON): \"train\" has the member \"T\" twice" --config "$tmp/key2.json" train
 printf '{"train": {"T": 2}, "train": {"T": 3}}' >"$tmp/table2.json"
 expect_error "JSON table twice" "the member \"train\" appears twice" --config "$tmp/table2.json" train
-# A list over several lines is one key, however long.
-printf '[bench]\nsteps-per-tick = [\n  1,\n  2\n]\nT = 0\n' >"$tmp/list.toml"
+# A list over several lines is one key (its lines are no keys), and the
+# lines after it count on.
+printf '[bench]\nsteps-per-tick = [1,\n  2,\n  10]\nT = 0\n' >"$tmp/list.toml"
 expect_error "multi-line list" "\[bench\] T: expected a whole number >= 1, got '0'" --config "$tmp/list.toml" bench
+printf '[bench]\nsteps-per-tick = [1,\n  2,\n  10]\nT = 4\nT = 5\n' >"$tmp/list2.toml"
+expect_error "lines after a list" "line 6: key 'T' appears twice in \[bench\] (first at line 5)" --config "$tmp/list2.toml" bench
+# A TOML list is the flag's comma-separated list, as a JSON array is (the
+# network is checked before any data is read: 2 devices for 1 layer).
+printf '[train]\ndevices = ["cpu", "cpu"]\nlayers = "784-10"\n' >"$tmp/devices.toml"
+expect_error "TOML list" "2 devices (stages) for 1 layers" --config "$tmp/devices.toml" train --data-dir "$tmp/none"
+# Lines that are neither a table nor key = value (CLI11 took them for keys).
+printf '[train\nT = 2\n' >"$tmp/header.toml"
+expect_error "broken table header" "line 1: expected a table header like \[train\], got '\[train'" --config "$tmp/header.toml" train
+printf '[train]\nlayers 784-10\n' >"$tmp/noequals.toml"
+expect_error "line without =" "line 2: expected key = value, got 'layers 784-10'" --config "$tmp/noequals.toml" train
 
 finish
