@@ -50,6 +50,8 @@ int main(int argc, char** argv) {
   // every table and key against the commands and their options.
   app.config_formatter(std::make_shared<snn::app::TomlOrJsonConfig>(&app));
   app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error, not ignored
+  // --config and --version after the command too (snnsim train --config c.toml).
+  app.fallthrough();
   std::vector<snn::app::Run> runs;
   runs.push_back(snn::app::add_neuron_command(app));
   runs.push_back(snn::app::add_train_command(app));

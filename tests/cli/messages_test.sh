@@ -57,6 +57,8 @@ expect_error "extra argument" "unexpected argument 'b.h5' for 'snnsim analyze' (
 printf '[train]\nT = 2\nlayer = "784-10"\n' >"$tmp/typo.toml"
 expect_error "TOML typo" "config '$tmp/typo.toml' (TOML), line 3: \[train\] has no key 'layer' (did you mean 'layers'?)" --config "$tmp/typo.toml" train
 expect_clean "TOML typo"
+# --config after the command is the same --config (CLI11 alone: "not expected").
+expect_error "config after the command" "config '$tmp/typo.toml' (TOML), line 3: \[train\] has no key 'layer'" train --config "$tmp/typo.toml"
 printf '{"train": {"T": 2, "layer": "784-10"}}' >"$tmp/typo.json"
 expect_error "JSON typo" "config '$tmp/typo.json' (JSON): \"train\" has no key \"layer\" (did you mean \"layers\"?)" --config "$tmp/typo.json" train
 expect_clean "JSON typo"
