@@ -305,7 +305,7 @@ void write_manifest(const Manifest& m, const std::vector<std::string>& names) {
     write_file_atomically(m.json_path, m.doc.dump(2) + "\n");
     write_file_atomically(m.csv_path, manifest_csv(m.doc, names));
   } catch (const Error& e) {
-    throw Error(std::string(e.what()) + " (the previous manifest is unchanged; free the space and rerun to resume)");
+    throw Error(std::string(e.what()) + " (the manifest keeps its previous content; once that is fixed, a rerun resumes from it)");
   }
 }
 

@@ -126,6 +126,32 @@ killed_sweep() {  # killed_sweep SIGNAL: the sweep's runs die with it; a rerun c
 killed_sweep KILL
 killed_sweep TERM
 
+# An error while runs are going (here the manifest cannot be replaced) stops
+# them and waits for them before the one line and exit 2.
+cat >"$tmp/broken.toml" <<TOML
+[sweep]
+out = "$tmp/broken"
+[base]
+checkpoint = "$tmp/ck.h5"
+data-dir = "$fixture"
+split = "train"
+T = 8000
+batch-size = 10
+threads = 1
+[grid]
+limit = [300, 10]
+TOML
+"$snnsim" sweep "$tmp/broken.toml" --jobs 2 >"$tmp/broken.out" 2>"$tmp/broken.err" &
+sweep_pid=$!
+for i in $(seq 300); do runs_of "$tmp/broken" >/dev/null && break; sleep 0.1; done
+rm -f "$tmp/broken/manifest.json" && mkdir "$tmp/broken/manifest.json"  # point 1 ends first and cannot be recorded
+wait "$sweep_pid"
+rc=$?
+left="$(runs_of "$tmp/broken")"
+[[ $rc -eq 2 && -z "$left" && $(wc -l <"$tmp/broken.err") -eq 1 ]] &&
+  grep -q "cannot write '$tmp/broken/manifest.json': Is a directory" "$tmp/broken.err" && ok ||
+  fail "an error with runs going: exit $rc, runs left: '$left': $(cat "$tmp/broken.err")"
+
 # --- Full disk: the manifest (with finished points) is left exactly as it was,
 # one line, exit 2; once there is space again the rerun resumes.
 if small_fs "$tmp/small" 4096; then
