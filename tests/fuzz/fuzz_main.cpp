@@ -99,11 +99,13 @@ void on_death() {
   say(": FAILED: the process died (crash or sanitizer report above)\n");
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
 void on_fatal_signal(int sig) {
   on_death();
   signal(sig, SIG_DFL);
   raise(sig);
 }
+#endif
 
 void install_handlers() {
   signal(SIGALRM, on_hang);
