@@ -116,8 +116,16 @@ void install_handlers() {
   // Without ASan, an address-space cap turns a huge allocation into
   // std::bad_alloc (with ASan it is unreliable: its shadow memory is
   // reserved up front; __asan_default_options covers that case).
+  // The cap counts from what is mapped already: LibTorch with its CUDA
+  // libraries maps gigabytes before main().
+  unsigned long long mapped_pages = 0;
+  if (FILE* statm = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(statm, "%llu", &mapped_pages) != 1) mapped_pages = 0;
+    std::fclose(statm);
+  }
   struct rlimit cap {};
-  cap.rlim_cur = cap.rlim_max = rlim_t{8} << 30;
+  cap.rlim_cur = cap.rlim_max =
+      static_cast<rlim_t>(mapped_pages) * static_cast<rlim_t>(sysconf(_SC_PAGESIZE)) + (rlim_t{4} << 30);
   setrlimit(RLIMIT_AS, &cap);
 #endif
 }
