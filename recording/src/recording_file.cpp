@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cerrno>
 #include <cstring>
@@ -153,9 +154,22 @@ void check_ids(const std::string& name, const std::vector<int64_t>& ids, int64_t
 }
 
 // Everything wrong with a layout, found before the file is created.
+// The limits are the schema's: no run writes a file its readers refuse.
 void validate(const RecordingLayout& L) {
-  if (L.steps < 1) throw Error("recording: T must be >= 1, got " + std::to_string(L.steps));
-  if (!(L.dt_ms > 0)) throw Error("recording: dt must be positive");
+  auto within = [](const std::string& what, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) {
+      throw Error("recording: " + what + " must be " + std::to_string(lo) + ".." + std::to_string(hi) +
+                  " (the recording format's limit), got " + std::to_string(v));
+    }
+  };
+  within("T", L.steps, 1, sc::kMax_steps);
+  within("the number of classes", L.classes, 1, sc::kMax_classes);
+  within("the number of neuron layers", L.layers, 0, sc::kMax_layers);
+  if (!(L.dt_ms > 0) || !std::isfinite(L.dt_ms)) throw Error("recording: dt must be positive");
+  for (const auto& p : L.spikes) within("the size of layer '" + p.name + "'", p.size, 1, sc::kMax_n_nodes);
+  for (const auto& p : L.traces) within("the size of layer '" + p.name + "'", p.size, 1, sc::kMax_n_nodes);
+  within("the number of recorded populations", static_cast<int64_t>(std::max(L.spikes.size(), L.traces.size())), 0,
+         sc::kMax_populations);
   auto check_names = [](const auto& pops, const char* what) {
     for (size_t i = 0; i < pops.size(); ++i) {
       const std::string& name = pops[i].name;

@@ -12,6 +12,7 @@
 
 #include "snn/core/error.h"
 #include "snn/recording/recording_file.h"
+#include "snn/recording/schema.h"
 
 namespace snn::recording {
 namespace {
@@ -247,6 +248,22 @@ TEST(RecordingFile, ResumeRefusesAnotherLayout) {
   EXPECT_THROW(RecordingFile::resume(path, pops), Error);
   { RecordingFile file = RecordingFile::resume(path, small_layout()); }  // the right layout opens
   std::remove((path + ".partial").c_str());
+}
+
+// The writer refuses what the readers would refuse (the schema's limits),
+// before it creates anything.
+TEST(RecordingFile, RefusesALayoutItsReadersWouldRefuse) {
+  const std::string path = temp_path("limits.h5");
+  RecordingLayout steps = small_layout();
+  steps.steps = schema::kMax_steps + 1;
+  RecordingLayout classes = small_layout();
+  classes.classes = 0;
+  RecordingLayout size = small_layout();
+  size.spikes[1].size = schema::kMax_n_nodes + 1;
+  for (const RecordingLayout& L : {steps, classes, size}) {
+    EXPECT_THROW(RecordingFile(path, L, {}), Error);
+    EXPECT_FALSE(exists(path + ".partial") || exists(path + ".partial.creating"));
+  }
 }
 
 // Every check runs on the file opened read-only: a refused resume (another
