@@ -53,7 +53,7 @@ std::vector<int64_t> parse_ks(const std::string& text) {
 }
 
 void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
-  if (f.threads > 0) at::set_num_threads(f.threads);
+  if (f.threads > 0) set_intra_op_threads(f.threads);
   const int threads = at::get_num_threads();
   const auto has = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
   std::unique_ptr<SpikingNetwork> net;
@@ -63,18 +63,12 @@ void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
                              "--v-reset", "--refractory"}) {
       if (has(flag)) throw Error(std::string(flag) + " cannot be combined with --checkpoint (the network is the checkpoint's)");
     }
-    LoadedCheckpoint loaded = load_checkpoint(f.checkpoint);
-    c = loaded.network->config();
-    c.steps = f.steps;
-    c.devices = split_list(f.devices);
-    c.balance.clear();
-    c.steps_per_tick = 0;
-    c.validate();
-    net = std::make_unique<SpikingNetwork>(c);
-    torch::NoGradGuard no_grad;
-    const auto src = loaded.network->named_parameters();
-    const auto dst = net->named_parameters();
-    for (size_t i = 0; i < dst.size(); ++i) dst[i].second.copy_(src[i].second);
+    NetworkOverrides overrides;
+    overrides.steps = f.steps;
+    Placement placement;
+    placement.devices = split_list(f.devices);
+    net = load_network(f.checkpoint, overrides, placement).network;
+    c = net->config();
   } else {
     c.layers = NetworkConfig::parse_layers(f.layers);
     c.neuron = neuron_params(f.neuron);
