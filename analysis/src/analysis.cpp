@@ -104,9 +104,12 @@ class PopulationPass {
   void add_events(const int64_t* step, const uint64_t* node, int64_t n) {
     for (int64_t e = 0; e < n; ++e) {
       const int64_t t = step[e];
-      if (t < 0 || t >= steps_ || node[e] >= index_.size() || index_[node[e]] < 0) {
-        throw Error(where_ + " is inconsistent: a spike at step " + std::to_string(t) + " of neuron " +
-                    std::to_string(node[e]) + " lies outside its sample or is not a recorded neuron");
+      if (t < 0 || t >= steps_) {
+        throw Error(where_ + " is inconsistent: a spike at step " + std::to_string(t) + " lies outside its sample");
+      }
+      if (node[e] >= index_.size() || index_[node[e]] < 0) {
+        throw Error(where_ + ": /spikes/" + out_.name + "/node_ids holds node id " + std::to_string(node[e]) +
+                    ", not a recorded neuron of the population (n_nodes " + std::to_string(index_.size()) + ")");
       }
       const size_t i = static_cast<size_t>(index_[node[e]]);
       if (in_sample_[i]++ == 0) touched_.push_back(i);

@@ -53,6 +53,25 @@ int64_t read_bytes(gzFile f, const std::string& path, uint8_t* out, int64_t n) {
   return done;
 }
 
+// Reads up to `declared` bytes into `out`, which grows as the data arrive
+// (in blocks of 1 MiB, then doubling): the header is not trusted with
+// memory, so a corrupt or hostile size meets the end of the file before it
+// can claim gigabytes. For gzip data the file size says nothing about the
+// data size, so this is the one bound that serves both. Returns the bytes read.
+int64_t read_data(gzFile f, const std::string& path, int64_t declared, std::vector<uint8_t>& out) {
+  out.clear();
+  int64_t got = 0;
+  while (got < declared) {
+    const int64_t want = std::min(declared - got, std::max<int64_t>(int64_t{1} << 20, got));
+    out.resize(static_cast<size_t>(got + want));
+    const int64_t n = read_bytes(f, path, out.data() + got, want);
+    got += n;
+    if (n < want) break;
+  }
+  out.resize(static_cast<size_t>(got));
+  return got;
+}
+
 }  // namespace
 
 IdxArray read_idx(const std::string& path, int expected_dims) {
@@ -77,17 +96,24 @@ IdxArray read_idx(const std::string& path, int expected_dims) {
                 std::to_string(expected_dims > 0 ? expected_dims : 1) + (expected_dims > 0 ? "" : " or more"));
   }
   IdxArray a;
-  int64_t total = 1;
+  // The product of the nonzero sizes is bounded too: 0 images of 2^32 x 2^32
+  // pixels hold no data, but their strides overflow any tensor made of them.
+  int64_t extent = 1;
   for (int d = 0; d < dims; ++d) {
     uint8_t b[4];
     if (read_bytes(f.get(), path, b, 4) != 4) throw Error("'" + path + "' is truncated inside its header");
     const int64_t size = (int64_t{b[0]} << 24) | (int64_t{b[1]} << 16) | (int64_t{b[2]} << 8) | int64_t{b[3]};
     a.shape.push_back(size);
-    total *= size;
-    if (total > kMaxBytes) throw Error("'" + path + "' declares more than 2^34 bytes of data; not a data set we read");
+    // Checked before multiplying: two sizes near 2^32 would overflow int64.
+    if (size != 0 && extent > kMaxBytes / size) {
+      throw Error("'" + path + "' declares sizes whose product exceeds 2^34 (size " + std::to_string(size) +
+                  " of dimension " + std::to_string(d + 1) + "); not a data set we read");
+    }
+    extent *= std::max<int64_t>(size, 1);
   }
-  a.data.resize(static_cast<size_t>(total));
-  const int64_t got = read_bytes(f.get(), path, a.data.data(), total);
+  int64_t total = 1;
+  for (int64_t size : a.shape) total *= size;
+  const int64_t got = read_data(f.get(), path, total, a.data);
   if (got < total) {
     throw Error("'" + path + "' is truncated: it holds " + std::to_string(got) + " bytes of data, its header says " +
                 std::to_string(total));

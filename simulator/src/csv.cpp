@@ -28,15 +28,41 @@ std::vector<std::string> split(const std::string& line) {
   return out;
 }
 
-// Parses the whole field as a T; false when it is not entirely a number.
+enum class Parsed { kNumber, kNotANumber, kOutOfRange };
+
+// Parses the whole field as a T.
 template <typename T>
-bool parse_number(const std::string& field, T& out) {
-  if (field.empty()) return false;
+Parsed parse_number(const std::string& field, T& out) {
+  if (field.empty()) return Parsed::kNotANumber;
   const char* begin = field.data();
   const char* end = begin + field.size();
-  if (*begin == '+') ++begin;  // from_chars rejects a leading '+'
+  if (*begin == '+') {
+    ++begin;  // from_chars rejects a leading '+', so "+-1" must not reach it as "-1"
+    if (begin == end || *begin == '-') return Parsed::kNotANumber;
+  }
   const auto [ptr, ec] = std::from_chars(begin, end, out);
-  return ec == std::errc() && ptr == end;
+  if (ptr != end) return Parsed::kNotANumber;
+  // A number too large or too small (underflowing to 0) for T.
+  if (ec == std::errc::result_out_of_range) return Parsed::kOutOfRange;
+  return ec == std::errc() ? Parsed::kNumber : Parsed::kNotANumber;
+}
+
+// A field as an error message shows it: at most 40 characters, control and
+// non-ASCII bytes escaped, so a binary file gives one readable line.
+std::string shown(const std::string& field) {
+  std::string out = "'";
+  for (size_t i = 0; i < field.size() && i < 40; ++i) {
+    const unsigned char c = static_cast<unsigned char>(field[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      static const char digits[] = "0123456789abcdef";
+      out += "\\x";
+      out += digits[c >> 4];
+      out += digits[c & 15];
+    }
+  }
+  return out + (field.size() > 40 ? "...'" : "'");
 }
 
 template <typename T>
@@ -59,7 +85,7 @@ CsvMatrix parse(const std::string& text, const std::string& name) {
       // typo is a data row with an error, never silently dropped.
       T probe;
       bool any_number = false;
-      for (const auto& f : fields) any_number = any_number || parse_number(f, probe);
+      for (const auto& f : fields) any_number = any_number || parse_number(f, probe) != Parsed::kNotANumber;
       if (!any_number) {
         result.header = fields;
         cols = static_cast<int64_t>(fields.size());
@@ -77,8 +103,14 @@ CsvMatrix parse(const std::string& text, const std::string& name) {
       T v;
       const std::string where = name + " line " + std::to_string(line_no) + ", column " + std::to_string(c + 1);
       if (f.empty()) throw Error(where + ": empty field");
-      if (!parse_number(f, v)) throw Error(where + ": '" + f + "' is not a number");
-      if (!std::isfinite(v)) throw Error(where + ": '" + f + "' is not a finite number");
+      const Parsed parsed = parse_number(f, v);
+      if (parsed == Parsed::kNotANumber) throw Error(where + ": " + shown(f) + " is not a number");
+      if (parsed == Parsed::kOutOfRange) {
+        throw Error(where + ": " + shown(f) + " is outside the range of " +
+                    (std::is_same_v<T, float> ? "float32 (magnitudes 1.4e-45 to 3.4e38, or 0)"
+                                              : "float64 (magnitudes 4.9e-324 to 1.8e308, or 0)"));
+      }
+      if (!std::isfinite(v)) throw Error(where + ": " + shown(f) + " is not a finite number");
       values.push_back(v);
     }
     ++rows;

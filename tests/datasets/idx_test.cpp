@@ -4,14 +4,37 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
+#include <new>
 
 #include "snn/core/error.h"
 #include "snn/datasets/idx.h"
 
+// The largest single allocation through operator new allowed while a
+// test's AllocationCap is alive: a reader that sizes a buffer from a header
+// before reading the data gets std::bad_alloc here instead of zero-filling
+// gigabytes of the machine's memory.
+namespace {
+std::atomic<size_t> g_allocation_cap{std::numeric_limits<size_t>::max()};
+}  // namespace
+void* operator new(size_t size) {
+  if (size > g_allocation_cap.load(std::memory_order_relaxed)) throw std::bad_alloc();
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+
 namespace snn {
 namespace {
+
+struct AllocationCap {
+  explicit AllocationCap(size_t bytes) { g_allocation_cap = bytes; }
+  ~AllocationCap() { g_allocation_cap = std::numeric_limits<size_t>::max(); }
+};
 
 // No std::filesystem here: libtorch.so exports its own build of it, and
 // calls can land in the wrong one (remove_all crashed).
@@ -131,6 +154,43 @@ TEST_F(IdxFiles, EveryDefectIsNamed) {
   }
   EXPECT_NE(error_of([&] { read_idx(gz_path); }).find("corrupt"), std::string::npos);
   EXPECT_NE(error_of([&] { read_idx(at("nope")); }).find("does not exist"), std::string::npos);
+}
+
+// Found by tests/fuzz (fuzz_idx): the header's sizes were trusted with
+// memory (a 20-byte file declaring 4096 x 4096 x 1024 images zero-filled
+// 16 GiB before finding out it was truncated), and their product could
+// overflow int64 (UBSan: signed integer overflow) and wrap to a size that
+// passed the 2^34-byte check.
+TEST_F(IdxFiles, HeaderSizesAreNotTrustedWithMemory) {
+  const AllocationCap cap(size_t{64} << 20);
+  std::vector<uint8_t> huge{0, 0, 8, 3, 0, 0, 0x10, 0, 0, 0, 0x10, 0, 0, 0, 4, 0, 1, 2, 3, 4};  // 4096 x 4096 x 1024
+  EXPECT_NE(error_of([&] { read_idx(write("huge", huge)); })
+                .find("is truncated: it holds 4 bytes of data, its header says 17179869184"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_idx(write("huge.gz", huge, true)); }).find("is truncated: it holds 4 bytes"),
+            std::string::npos);
+  // A declared size above the available data but below the cap still reads
+  // what is there in blocks: 100 MiB declared, 3 MiB present.
+  std::vector<uint8_t> big{0, 0, 8, 1, 0x06, 0x40, 0, 0};
+  big.resize(big.size() + (size_t{3} << 20), 7);
+  EXPECT_NE(error_of([&] { read_idx(write("big", big)); }).find("it holds 3145728 bytes of data, its header says 104857600"),
+            std::string::npos);
+  for (const std::vector<uint8_t>& wrap : {
+           std::vector<uint8_t>{0, 0, 8, 2, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 9},
+           std::vector<uint8_t>{0, 0, 8, 3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 9}}) {
+    EXPECT_NE(error_of([&] { read_idx(write("wrap", wrap)); })
+                  .find("declares sizes whose product exceeds 2^34 (size 4294967295 of dimension 2)"),
+              std::string::npos);
+  }
+  // No data, but sizes no tensor can have: 0 images of 2^32 x 2^32 pixels
+  // (torch::from_blob threw "Stride calculation overflowed").
+  const std::string empty_huge = write("none", {0, 0, 8, 3, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff});
+  EXPECT_NE(error_of([&] { read_labeled_images(empty_huge, write("l0", labels({}))); })
+                .find("declares sizes whose product exceeds 2^34 (size 4294967295 of dimension 3)"),
+            std::string::npos);
+  const IdxArray none = read_idx(write("none2", {0, 0, 8, 3, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0, 0x10, 0}));
+  EXPECT_EQ(none.shape, (std::vector<int64_t>{0, 4096, 4096}));
+  EXPECT_TRUE(none.data.empty());
 }
 
 TEST_F(IdxFiles, LabelsAreCheckedAgainstImages) {

@@ -43,6 +43,39 @@ TEST(Csv, NamesFileLineAndColumnOfEveryProblem) {
   EXPECT_THROW(read_csv_matrix("/nonexistent/file.csv", torch::kFloat), Error);
 }
 
+// Found by tests/fuzz (fuzz_csv): "+-1" was read as -1 (the '+' was
+// skipped for from_chars, which then took the '-').
+TEST(Csv, ASignIsFollowedByDigits) {
+  EXPECT_EQ(error_of("1,+-1\n"), "in.csv line 1, column 2: '+-1' is not a number");
+  EXPECT_EQ(error_of("1,+\n"), "in.csv line 1, column 2: '+' is not a number");
+  EXPECT_EQ(error_of("1,++1\n"), "in.csv line 1, column 2: '++1' is not a number");
+  EXPECT_EQ(parse_csv_matrix("+1,-1\n", "in.csv", torch::kFloat).values[0][0].item<float>(), 1.0f);
+}
+
+// Found by tests/fuzz (fuzz_csv): a number beyond the dtype was "not a number".
+TEST(Csv, NumbersBeyondTheDtypeAreNamedAsSuch) {
+  EXPECT_EQ(error_of("1,1e39\n"),
+            "in.csv line 1, column 2: '1e39' is outside the range of float32 (magnitudes 1.4e-45 to 3.4e38, or 0)");
+  EXPECT_EQ(error_of("4.9e-324\n"), "in.csv line 1, column 1: '4.9e-324' is outside the range of float32 "
+                                     "(magnitudes 1.4e-45 to 3.4e38, or 0)");
+  EXPECT_EQ(parse_csv_matrix("1e39\n", "in.csv", torch::kDouble).values[0][0].item<double>(), 1e39);
+  // A header is a line without numbers: an out-of-range one is still a
+  // number (a first row of them was dropped as a header, silently).
+  EXPECT_EQ(error_of("1e39\n2\n"), "in.csv line 1, column 1: '1e39' is outside the range of float32 "
+                                    "(magnitudes 1.4e-45 to 3.4e38, or 0)");
+  EXPECT_EQ(error_of("a,b\n1e39,2\n"), "in.csv line 2, column 1: '1e39' is outside the range of float32 "
+                                        "(magnitudes 1.4e-45 to 3.4e38, or 0)");
+}
+
+// A binary or garbled file gives one readable line: control and non-ASCII
+// bytes escaped, long fields cut.
+TEST(Csv, ErrorsShowFieldsEscapedAndShort) {
+  EXPECT_EQ(error_of(std::string("1,2\n3,\x1b[2J\xff\0x\n", 14)),
+            "in.csv line 2, column 2: '\\x1b[2J\\xff\\x00x' is not a number");
+  EXPECT_EQ(error_of("1," + std::string(100, 'z') + "\n"),
+            "in.csv line 1, column 2: '" + std::string(40, 'z') + "...' is not a number");
+}
+
 TEST(NeuronSim, TraceCsvRoundTripsFloats) {
   NeuronParams p;
   const torch::Tensor x = torch::tensor({{0.3f, 1.7f}, {0.9f, 0.1f}});
