@@ -124,7 +124,7 @@ expect_error "recorded ids not ascending" "recorded ids must be ascending" run -
 expect_error "huge id range" "within layer 'hidden' (0..47)" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden:0-999999999999
 expect_error "layer recorded twice" "appears twice" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden,hidden
 expect_error "bad id" "is not a neuron id" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden:x
-expect_error "record-v without output" "need --output" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --record-v hidden:1
+expect_error "record-v without output" "--record-v needs --output" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --record-v hidden:1
 
 # --balance auto measures the layers, says what it chose, and changes nothing else.
 "$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --devices cpu,cpu --balance auto \
