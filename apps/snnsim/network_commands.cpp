@@ -28,6 +28,7 @@
 #include "snn/core/error.h"
 #include "snn/datasets/idx.h"
 #include "snn/simulator/checkpoint.h"
+#include "snn/simulator/run_recording.h"
 #include "snn/recording/recording_file.h"
 #include "snn/simulator/training.h"
 
@@ -333,58 +334,6 @@ RunOptions resumed_options(const std::string& recording, const std::vector<std::
   return saved;
 }
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.1f} {}", b, units[u]);
-}
-
-// The recording's size before compression, from the firing rates of a
-// first batch: 16 bytes per spike (timestamp, id), 4 per recorded potential
-// per step, and each sample's rows. Returns the line to print; an error
-// above `max_bytes`.
-std::string check_record_budget(SpikingNetwork& net, const LabeledImages& split, int64_t batch_size,
-                                const RecordRequest& record, int64_t samples, double max_bytes) {
-  const NetworkConfig& c = net.config();
-  const int64_t probe = std::min<int64_t>(batch_size, samples);
-  const EvalResult first = evaluate(net, split, batch_size, probe);
-  const double per_sample_steps = static_cast<double>(samples) * static_cast<double>(c.steps);
-  std::vector<std::string> parts;
-  double total = 0;
-  auto add = [&](const std::string& what, double bytes) {
-    total += bytes;
-    parts.push_back(what + " " + human_bytes(bytes));
-  };
-  if (record.record_input) {
-    const double rate = net.prepare_input(split.images.narrow(0, 0, probe)).mean().item<double>();
-    add("input spikes", 16.0 * rate * static_cast<double>(c.layers[0]) * per_sample_steps);
-  }
-  for (const auto& [layer, ids] : record.spikes) {
-    const double n = ids.empty() ? static_cast<double>(c.layers[layer + 1]) : static_cast<double>(ids.size());
-    add(population_name(c, layer) + " spikes", 16.0 * first.firing_rate[layer] * n * per_sample_steps);
-  }
-  for (const auto& [layer, ids] : record.traces) {
-    add(population_name(c, layer) + " potentials", 4.0 * static_cast<double>(ids.size()) * per_sample_steps);
-  }
-  const double row = 2 + 2 + 8 + 8 + 4.0 * static_cast<double>(c.layers.back() + c.layers.size() - 1) +
-                     2.0 * static_cast<double>(c.steps) + 8.0 * static_cast<double>(record.spikes.size());
-  add("per-sample rows", row * static_cast<double>(samples));
-  std::string list;
-  for (const auto& p : parts) list += (list.empty() ? "" : ", ") + p;
-  if (max_bytes > 0 && total > max_bytes) {
-    throw Error(fmt::format("the recording would take about {} ({}), more than --max-record-bytes {}: record fewer "
-                            "layers or neurons (e.g. --record hidden:0-99), fewer samples (--limit), or raise the "
-                            "limit",
-                            human_bytes(total), list, human_bytes(max_bytes)));
-  }
-  return fmt::format("recording estimate (before compression, firing rates of the first {} samples): {} ({})", probe,
-                     human_bytes(total), list);
-}
-
 // SIGINT and SIGTERM during a recording: the run finishes its batch,
 // commits, marks the file aborted and exits non-zero. A second signal
 // kills at once (SA_RESETHAND restores the default action).
@@ -398,55 +347,6 @@ void catch_stop_signals() {
   sa.sa_flags = SA_RESETHAND;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-}
-
-// "hidden,output:0-9,3" style lists: a name (optionally ":ids") starts a
-// layer; bare numbers or ranges after it add ids to that layer.
-std::vector<std::pair<int64_t, std::vector<int64_t>>> parse_record_list(const std::string& flag, const std::string& text,
-                                                                        const NetworkConfig& c) {
-  std::vector<std::pair<int64_t, std::vector<int64_t>>> out;
-  const int64_t layers = static_cast<int64_t>(c.layers.size()) - 1;
-  std::vector<std::string> names;
-  for (int64_t i = 0; i < layers; ++i) names.push_back(population_name(c, i));
-  auto add_ids = [&](const std::string& token) {
-    if (out.empty()) throw Error(flag + ": '" + token + "' must follow a layer name");
-    const auto dash = token.find('-');
-    try {
-      std::size_t used = 0;
-      const int64_t a = std::stoll(token.substr(0, dash), &used);
-      if (used != token.substr(0, dash).size()) throw std::invalid_argument("");
-      int64_t b = a;
-      if (dash != std::string::npos) {
-        b = std::stoll(token.substr(dash + 1), &used);
-        if (used != token.substr(dash + 1).size() || b < a) throw std::invalid_argument("");
-      }
-      // Bounded by the layer before expanding, so a huge range cannot exhaust memory.
-      const int64_t size = c.layers[out.back().first + 1];
-      if (a < 0 || b >= size) throw std::out_of_range("");
-      for (int64_t i = a; i <= b; ++i) out.back().second.push_back(i);
-    } catch (const std::exception&) {
-      throw Error(flag + ": '" + token + "' is not a neuron id or an id range like 0-9 within layer '" +
-                  names[out.back().first] + "' (0.." + std::to_string(c.layers[out.back().first + 1] - 1) + ")");
-    }
-  };
-  for (const auto& token : split_list(text)) {
-    if (token.empty()) continue;
-    const auto colon = token.find(':');
-    const std::string head = token.substr(0, colon);
-    if (!head.empty() && !std::isdigit(static_cast<unsigned char>(head[0]))) {
-      const auto it = std::find(names.begin(), names.end(), head);
-      if (it == names.end()) {
-        std::string all;
-        for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
-        throw Error(flag + ": no layer named '" + head + "' (this network has " + all + ")");
-      }
-      out.push_back({it - names.begin(), {}});
-      if (colon != std::string::npos) add_ids(token.substr(colon + 1));
-    } else {
-      add_ids(token);
-    }
-  }
-  return out;
 }
 
 void run_run(const RunFlags& f, const std::vector<std::string>& given) {
@@ -490,32 +390,20 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     record.record_input = o.record_input;
     record.deflate_spikes = o.compress;
     record.resume = resuming;
-    record.spikes = parse_record_list("--record", o.record, c);
-    record.traces = parse_record_list("--record-v", o.record_v, c);
-    std::string devices;
-    for (const auto& d : c.devices) devices += (devices.empty() ? "" : ",") + d;
-    const std::time_t now = std::time(nullptr);
-    char started[32];
-    std::strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    record.meta = {{"config", c.to_json()},
-                   {"run_options", o.to_json()},
-                   {"checkpoint", o.checkpoint},
-                   {"data_dir", o.data_dir},
-                   {"split", o.split},
-                   {"seed", std::to_string(c.seed)},
-                   {"snnsim_version", kVersion},
-                   {"git_commit", kGitCommit},
-                   {"libtorch_version", kTorchVersion},
-                   {"hdf5_version", recording::hdf5_version()},
-                   {"devices", devices},
-                   {"threads", std::to_string(at::get_num_threads())},
-                   {"start_time", started}};
+    record.spikes = parse_population_list("--record", o.record, c);
+    record.traces = parse_population_list("--record-v", o.record_v, c);
+    record.meta = run_provenance(c, o, kGitCommit);
     if (!resuming) {
       const int64_t samples = o.limit < 0 ? split.size() : std::min(o.limit, split.size());
-      const std::string estimate = check_record_budget(
-          net, split, f.sim.batch_size, record, samples,
-          f.max_record_bytes.empty() ? 0 : parse_bytes("--max-record-bytes", f.max_record_bytes));
-      record.on_open = [estimate] { std::cout << estimate << "\n"; };
+      const RecordingEstimate estimate = estimate_recording(net, split, f.sim.batch_size, record, samples);
+      const double budget = f.max_record_bytes.empty() ? 0 : parse_bytes("--max-record-bytes", f.max_record_bytes);
+      if (budget > 0 && estimate.bytes > budget) {
+        throw Error(fmt::format("the recording would take about {} ({}), more than --max-record-bytes {}: record "
+                                "fewer layers or neurons (e.g. --record hidden:0-99), fewer samples (--limit), or "
+                                "raise the limit",
+                                human_bytes(estimate.bytes), estimate.parts_text(), human_bytes(budget)));
+      }
+      record.on_open = [line = estimate.describe()] { std::cout << line << "\n"; };
     }
     catch_stop_signals();
     record.stop_requested = [] { return g_stop_signal.load() != 0; };

@@ -14,6 +14,7 @@
 #include "snn/core/error.h"
 #include "snn/simulator/checkpoint.h"
 #include "snn/simulator/run_options.h"
+#include "snn/simulator/run_recording.h"
 #include "snn/simulator/training.h"
 
 namespace snn {
@@ -218,6 +219,47 @@ TEST(CheckMemory, RefusesARunThatCannotFitWithTheNumbers) {
   c.steps = 2000000;
   c.steps_per_tick = 4;
   EXPECT_LT(memory_estimate(c, 64, false), memory_estimate(c, 64, true) / 10);
+}
+
+}  // namespace
+}  // namespace snn
+
+namespace snn {
+namespace {
+
+TEST(PopulationList, NamesLayersAndIdsAndRefusesWhatIsNotThere) {
+  NetworkConfig c;
+  c.layers = {20, 8, 6, 3};
+  const auto all = parse_population_list("--record", "hidden1,output:0-1,2", c);
+  ASSERT_EQ(all.size(), 2u);
+  EXPECT_EQ(all[0].first, 0);
+  EXPECT_TRUE(all[0].second.empty());
+  EXPECT_EQ(all[1].first, 2);
+  EXPECT_EQ(all[1].second, (std::vector<int64_t>{0, 1, 2}));
+  auto message = [&](const std::string& text) {
+    try {
+      parse_population_list("--record", text, c);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message("hiden"), "--record: no layer named 'hiden' (this network has hidden1, hidden2, output)");
+  EXPECT_NE(message("output:3").find("within layer 'output' (0..2)"), std::string::npos);
+  EXPECT_NE(message("5").find("must follow a layer name"), std::string::npos);
+  EXPECT_NE(message("hidden2:0-99999999999").find("(0..5)"), std::string::npos);
+}
+
+TEST(RecordingEstimate, SaysTheTotalAndItsParts) {
+  RecordingEstimate e;
+  e.bytes = 1536;
+  e.parts = {{"hidden spikes", 1024}, {"per-sample rows", 512}};
+  e.probe_samples = 4;
+  EXPECT_EQ(e.parts_text(), "hidden spikes 1.0 KiB, per-sample rows 512.0 B");
+  EXPECT_EQ(e.describe(),
+            "recording estimate (before compression, firing rates of the first 4 samples): 1.5 KiB (hidden spikes "
+            "1.0 KiB, per-sample rows 512.0 B)");
+  EXPECT_EQ(human_bytes(3.0 * (int64_t{1} << 30)), "3.0 GiB");
 }
 
 }  // namespace
