@@ -41,13 +41,11 @@ Handle open_recording(const std::string& path, schema::Contents& contents) {
   if (H5Fis_hdf5(path.c_str()) <= 0) throw Error("'" + path + "' is not an HDF5 file");
   Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!f.ok()) {
-    // A killed SWMR writer leaves the file marked open for writing: SWMR
-    // reading still opens it. Anything else is damaged (e.g. cut short).
-    Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-    H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
-    Handle swmr(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
-    if (!swmr.ok()) throw Error("'" + path + "' is a damaged HDF5 file (truncated or overwritten): HDF5 cannot open it");
-    throw Error("'" + path + "' cannot be opened: a run that was killed while writing it leaves it so" + recover);
+    // A killed SWMR writer leaves the file marked open for writing; a file
+    // cut short fails the same way. (Not told apart by a second, SWMR open:
+    // a failed open of a damaged file can leave HDF5 holding it.)
+    throw Error("'" + path + "' cannot be opened: it is damaged (e.g. truncated), or a run that was killed while "
+                "writing it left it marked open; in that case make it a normal file with: snnsim recover " + path);
   }
   const std::string where = "recording '" + path + "'";
   schema::check_format(f.get(), where);
@@ -317,8 +315,9 @@ SpikeTrains read_spikes(const std::string& path, const std::string& population, 
     for (uint64_t e = p[s] - p.front(); e < p[s + 1] - p.front(); ++e) {
       step_of(out.t_ms[e], first + s, c.steps, c.dt_ms, what);
       if (!std::binary_search(pop->recorded.begin(), pop->recorded.end(), static_cast<int64_t>(std::min<uint64_t>(raw[e], INT64_MAX)))) {
-        throw Error(what + " is inconsistent: a spike of neuron " + std::to_string(raw[e]) +
-                    ", which is not a recorded neuron (n_nodes " + std::to_string(pop->n_nodes) + ")");
+        throw Error(where + ": /" + schema::at(schema::node_ids, population) + " holds node id " +
+                    std::to_string(raw[e]) + ", not a recorded neuron of the population (n_nodes " +
+                    std::to_string(pop->n_nodes) + ")");
       }
     }
   }

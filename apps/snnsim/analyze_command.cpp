@@ -10,11 +10,15 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <sys/stat.h>
 
 #include "commands.h"
 #include "plots.h"
 #include "snn/analysis/analysis.h"
+#include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
+#include "validators.h"
 
 namespace snn::app {
 namespace {
@@ -75,34 +79,35 @@ std::string fmt_number(double v, const char* spec = "{:.4g}") {
   return std::isnan(v) ? std::string("n/a") : fmt::format(fmt::runtime(spec), v);
 }
 
-void print_summary(const analysis::RecordingStats& r) {
-  std::cout << fmt::format("recording {}: {} samples, T = {}, dt = {} ms, status {}\n", r.path, r.samples, r.steps,
-                           r.dt_ms, r.status);
-  std::cout << "accuracy " << fmt_number(r.accuracy);
+std::string summary_text(const analysis::RecordingStats& r) {
+  std::ostringstream out;
+  out << fmt::format("recording {}: {} samples, T = {}, dt = {} ms, status {}\n", r.path, r.samples, r.steps,
+                     r.dt_ms, r.status);
+  out << "accuracy " << fmt_number(r.accuracy);
   if (!r.accuracy_by_step.empty()) {
-    std::cout << "; by step t:";
-    for (double a : r.accuracy_by_step) std::cout << " " << fmt_number(a, "{:.4f}");
+    out << "; by step t:";
+    for (double a : r.accuracy_by_step) out << " " << fmt_number(a, "{:.4f}");
   }
-  std::cout << "\n";
+  out << "\n";
   for (const auto& p : r.populations) {
-    std::cout << fmt::format("population {} (layer {}, {} neurons recorded): {} spikes, {} Hz ({} per step), {} silent\n",
-                             p.name, p.layer, p.node_ids.size(), p.spikes, fmt_number(p.rate_hz),
-                             fmt_number(p.spikes_per_step), p.silent_neurons);
-    std::cout << fmt::format("  ISI: {} intervals, mean {} ms, CV {} ({} neurons); Fano {} ({} neurons), "
-                             "population Fano {}; synchrony chi {}\n",
-                             p.isi_count, fmt_number(p.isi_mean_ms), fmt_number(p.isi_cv), p.cv_neurons,
-                             fmt_number(p.fano), p.fano_neurons, fmt_number(p.population_fano),
-                             fmt_number(p.synchrony));
-    std::cout << "  PSTH (Hz by step):";
-    for (double v : p.psth_hz) std::cout << " " << fmt_number(v, "{:.1f}");
-    std::cout << "\n";
+    out << fmt::format("population {} (layer {}, {} neurons recorded): {} spikes, {} Hz ({} per step), {} silent\n",
+                       p.name, p.layer, p.node_ids.size(), p.spikes, fmt_number(p.rate_hz),
+                       fmt_number(p.spikes_per_step), p.silent_neurons);
+    out << fmt::format("  ISI: {} intervals, mean {} ms, CV {} ({} neurons); Fano {} ({} neurons), "
+                       "population Fano {}; synchrony chi {}\n",
+                       p.isi_count, fmt_number(p.isi_mean_ms), fmt_number(p.isi_cv), p.cv_neurons,
+                       fmt_number(p.fano), p.fano_neurons, fmt_number(p.population_fano), fmt_number(p.synchrony));
+    out << "  PSTH (Hz by step):";
+    for (double v : p.psth_hz) out << " " << fmt_number(v, "{:.1f}");
+    out << "\n";
   }
-  std::cout << "confusion matrix (rows: label, columns: predicted):\n";
+  out << "confusion matrix (rows: label, columns: predicted):\n";
   for (size_t i = 0; i < r.confusion.size(); ++i) {
-    std::cout << fmt::format("  {:>2}:", i);
-    for (int64_t c : r.confusion[i]) std::cout << fmt::format(" {:>5}", c);
-    std::cout << "\n";
+    out << fmt::format("  {:>2}:", i);
+    for (int64_t c : r.confusion[i]) out << fmt::format(" {:>5}", c);
+    out << "\n";
   }
+  return out.str();
 }
 
 struct ManifestFlags {
@@ -170,19 +175,20 @@ void analyze_manifest(const std::string& path, ManifestFlags f) {
     ++done;
   }
   if (done == 0) throw Error("'" + path + "' has no completed point yet");
-  std::cout << fmt::format("{} against {} ({} completed points{})\n", f.y, f.x, done,
-                           f.by.empty() ? "" : ", one column per " + f.by);
-  std::cout << fmt::format("{:>12}", f.x);
-  for (const auto& [b, col] : cells) std::cout << fmt::format(" {:>14}", b.second);
-  std::cout << "\n";
+  std::ostringstream table;  // printed once the plot is written: a failure prints one line only
+  table << fmt::format("{} against {} ({} completed points{})\n", f.y, f.x, done,
+                       f.by.empty() ? "" : ", one column per " + f.by);
+  table << fmt::format("{:>12}", f.x);
+  for (const auto& [b, col] : cells) table << fmt::format(" {:>14}", b.second);
+  table << "\n";
   for (const auto& [x, text] : x_text) {
-    std::cout << fmt::format("{:>12}", text);
+    table << fmt::format("{:>12}", text);
     for (const auto& [b, col] : cells) {
       const auto it = col.find(x);
-      std::cout << (it == col.end() ? fmt::format(" {:>14}", "-")
-                                    : fmt::format(" {:>14.4f}", it->second.first / it->second.second));
+      table << (it == col.end() ? fmt::format(" {:>14}", "-")
+                                : fmt::format(" {:>14.4f}", it->second.first / it->second.second));
     }
-    std::cout << "\n";
+    table << "\n";
   }
   if (!f.plot.empty()) {
     std::vector<Series> series;
@@ -201,12 +207,44 @@ void analyze_manifest(const std::string& path, ManifestFlags f) {
     }
     plot_lines(f.plot, fmt::format("sweep {}: {} against {}", doc.value("sweep", path), f.y, f.x), f.x, y_label,
                series);
-    std::cout << "plot: " << f.plot << "\n";
+    table << "plot: " << f.plot << "\n";
   }
+  std::cout << table.str();
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The extension of the last path component, with its dot ("" if none).
+std::string extension_of(const std::string& path) {
+  const size_t dot = path.rfind('.'), slash = path.rfind('/');
+  if (dot == std::string::npos || (slash != std::string::npos && dot < slash) || dot == slash + 1) return "";
+  return path.substr(dot);
+}
+
+// The output flags, checked before the (long) analysis: a plot whose name
+// says another format than the one written, or a --plots folder that is
+// a file, fails at once.
+void check_outputs(const std::string& plot, const std::string& plots) {
+  if (!plot.empty() && plot_format_of(plot).empty()) {
+    const std::string ext = extension_of(plot);
+    throw Error("--plot: expected a file name ending in .png or .svg, got '" + plot + "' (" +
+                (ext.empty() ? std::string("no extension") : "extension '" + ext + "'") + ")");
+  }
+  if (plots.empty()) return;
+  struct stat st {};
+  const bool exists = ::stat(plots.c_str(), &st) == 0;
+  static const std::vector<std::string> kFileExtensions = {".png", ".svg", ".gif", ".jpg", ".jpeg", ".pdf", ".eps",
+                                                           ".ps", ".tif", ".tiff", ".bmp", ".webp", ".json", ".h5"};
+  std::string ext = extension_of(plots);
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const bool file_like = std::find(kFileExtensions.begin(), kFileExtensions.end(), ext) != kFileExtensions.end();
+  if ((exists && !S_ISDIR(st.st_mode)) || (!exists && file_like)) {
+    throw Error("--plots: expected a folder (the plots go into it as raster.png, rates.png, ...; --plot-format "
+                "picks png or svg), got " + std::string(exists ? "the file '" : "'") + plots + "'" +
+                (exists ? "" : " (extension '" + extension_of(plots) + "'); a single plot is --plot FILE.png for a sweep manifest"));
+  }
 }
 
 }  // namespace
@@ -232,10 +270,11 @@ Run add_analyze_command(CLI::App& app) {
   cmd->add_option("--chunk-bytes", *chunk, "Most spike data held in memory at once, e.g. 64M")->capture_default_str();
   cmd->add_option("--plots", *plots,
                   "Write plots into this folder: raster, firing-rate histograms, PSTH, accuracy by t, confusion matrix");
-  cmd->add_option("--plot-format", plot->format, "png or svg")->capture_default_str()->check(CLI::IsMember({"png", "svg"}));
+  cmd->add_option("--plot-format", plot->format, "png or svg")->capture_default_str()->check(one_of({"png", "svg"}));
   cmd->add_option("--raster", *raster, "Samples in the raster plot, e.g. 0-4")->capture_default_str();
   return [cmd, path, json, chunk, plots, plot, raster, mf] {
     if (!cmd->parsed()) return;
+    check_outputs(mf->plot, *plots);
     if (ends_with(*path, ".json")) {
       if (!plots->empty() || !json->empty()) throw Error("--plots and --json are for recordings; a manifest takes --plot");
       analyze_manifest(*path, *mf);
@@ -260,16 +299,17 @@ Run add_analyze_command(CLI::App& app) {
       throw Error("--raster: the recording has samples 0.." + std::to_string(r.samples - 1) + ", not " +
                   std::to_string(po.raster_first));
     }
-    print_summary(r);
+    // Every file first, through a temporary renamed when complete; then the
+    // text: a failure (a full disk) prints one line and leaves the old files.
+    std::string text = summary_text(r);
     if (!json->empty()) {
-      std::ofstream out(*json);
-      out << to_json(r).dump(2) << "\n";
-      if (!out) throw Error("cannot write '" + *json + "'");
-      std::cout << "results: " << *json << "\n";
+      write_file_atomically(*json, to_json(r).dump(2) + "\n");
+      text += "results: " + *json + "\n";
     }
     if (!plots->empty()) {
-      for (const auto& file : write_plots(*plots, r, po)) std::cout << "plot: " << file << "\n";
+      for (const auto& file : write_plots(*plots, r, po)) text += "plot: " + file + "\n";
     }
+    std::cout << text;
   };
 }
 

@@ -6,7 +6,7 @@
 
 #include <istream>
 #include <iterator>
-#include <nlohmann/json.hpp>
+#include <nlohmann/json.hpp>  // includers (sweep_command.cpp) rely on it and its std headers
 #include <sstream>
 #include <string>
 #include <vector>
@@ -17,49 +17,27 @@ namespace snn::app {
 // subcommand objects ({"train": {"layers": "784-256-10", "T": 8}}), keys as
 // in TOML. JSON is translated to the equivalent TOML, so both formats obey
 // the same rules (typos rejected, flags override); arrays become the flags'
-// comma-separated lists (["cpu", "cpu"] -> "cpu,cpu").
+// comma-separated lists (["cpu", "cpu"] -> "cpu,cpu"), and so do TOML
+// lists in --config.
+//
+// CLI11's reader takes the last of a repeated table or key without a word;
+// here a table ([train] twice), a key or a JSON member given twice is an
+// error naming it and its lines. Errors are CLI::ConfigError.
 class TomlOrJsonConfig : public CLI::ConfigTOML {
  public:
-  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override {
-    const std::string text((std::istreambuf_iterator<char>(input)), std::istreambuf_iterator<char>());
-    const auto first = text.find_first_not_of(" \t\r\n");
-    if (first == std::string::npos || text[first] != '{') {
-      std::istringstream toml(text);
-      return CLI::ConfigTOML::from_config(toml);
-    }
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      throw CLI::ConfigError(std::string("the JSON config does not parse: ") + e.what());
-    }
-    if (!j.is_object()) throw CLI::ConfigError("the JSON config must be an object of sections");
-    std::ostringstream toml, sections;
-    for (const auto& [key, value] : j.items()) {
-      if (value.is_object()) {
-        sections << "[" << key << "]\n";
-        for (const auto& [k, v] : value.items()) sections << k << " = " << toml_value(key + "." + k, v) << "\n";
-      } else {
-        toml << key << " = " << toml_value(key, value) << "\n";
-      }
-    }
-    std::istringstream in(toml.str() + sections.str());
-    return CLI::ConfigTOML::from_config(in);
-  }
+  /// A reader for files read by hand (sweep files): the caller names the
+  /// file in its messages and checks the keys.
+  TomlOrJsonConfig() = default;
+  /// The reader of `app`'s --config: its messages name the file (from the
+  /// --config option) and its format, and every table and key must be one of
+  /// `app`'s commands and their options, e.g. "config 'x.toml' (TOML),
+  /// line 2: [train] has no key 'layer' (did you mean 'layers'?)".
+  explicit TomlOrJsonConfig(const CLI::App* app) : app_(app) {}
+
+  std::vector<CLI::ConfigItem> from_config(std::istream& input) const override;
 
  private:
-  static std::string toml_value(const std::string& key, const nlohmann::json& v) {
-    if (v.is_string() || v.is_number() || v.is_boolean()) return v.dump();  // JSON's literals are TOML's
-    if (v.is_array()) {
-      std::string joined;
-      for (const auto& e : v) {
-        if (!(e.is_string() || e.is_number())) throw CLI::ConfigError("JSON config: " + key + " holds a nested value");
-        joined += (joined.empty() ? "" : ",") + (e.is_string() ? e.get<std::string>() : e.dump());
-      }
-      return nlohmann::json(joined).dump();
-    }
-    throw CLI::ConfigError("JSON config: " + key + " must be a string, number, boolean or list");
-  }
+  const CLI::App* app_ = nullptr;
 };
 
 }  // namespace snn::app

@@ -8,13 +8,12 @@
 
 #include <CLI/CLI.hpp>
 #include <iostream>
-#include <iterator>
-#include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+#include <vector>
 
 #include "commands.h"
 #include "config_format.h"
+#include "parse_errors.h"
 #include "snn/core/build_info.h"
 #include "snn/core/error.h"
 
@@ -47,8 +46,12 @@ int main(int argc, char** argv) {
   app.set_config("--config", "",
                  "Read options from a TOML file ([neuron], [train] or [run] sections) or the same as JSON "
                  "({\"train\": {...}})");
-  app.config_formatter(std::make_shared<snn::app::TomlOrJsonConfig>());
+  // The reader names the file and its format in its messages and checks
+  // every table and key against the commands and their options.
+  app.config_formatter(std::make_shared<snn::app::TomlOrJsonConfig>(&app));
   app.allow_config_extras(CLI::config_extras_mode::error);  // a misspelt key is an error, not ignored
+  // --config and --version after the command too (snnsim train --config c.toml).
+  app.fallthrough();
   std::vector<snn::app::Run> runs;
   runs.push_back(snn::app::add_neuron_command(app));
   runs.push_back(snn::app::add_train_command(app));
@@ -66,7 +69,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    return fail(2, std::string(e.what()) + " (see snnsim --help)");
+    return fail(2, snn::app::describe_parse_error(app, e, std::vector<std::string>(argv + 1, argv + argc)));
   }
   try {
     for (const auto& run : runs) {

@@ -1,12 +1,12 @@
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
+#include <sys/stat.h>
+
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "commands.h"
 #include "neuron_flags.h"
+#include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
 #include "snn/simulator/csv.h"
 #include "snn/simulator/neuron_sim.h"
@@ -21,8 +21,9 @@ struct NeuronCommandFlags {
   std::string output;
 };
 
-// Writes through a temporary file renamed into place, so an interrupted run
-// never leaves a truncated trace under the requested name.
+// The trace goes to a temporary name renamed into place only when complete
+// (snn::write_file_atomically): a full disk or a kill never leaves a
+// truncated trace, nor a stray temporary, under the requested name.
 void write_output(const std::string& path, const NeuronSimResult& result) {
   if (path.empty()) {
     write_neuron_trace_csv(std::cout, result);
@@ -30,25 +31,23 @@ void write_output(const std::string& path, const NeuronSimResult& result) {
     if (!std::cout) throw Error("cannot write to standard output");
     return;
   }
-  const std::string tmp = path + ".partial";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw Error("cannot open output file '" + path + "' for writing");
-    write_neuron_trace_csv(out, result);
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw Error("cannot write output file '" + path + "'");
-    }
-  }
-  // std::rename, not std::filesystem (whose symbols libtorch.so shadows).
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error("cannot move '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+  std::ostringstream out;
+  write_neuron_trace_csv(out, result);
+  write_file_atomically(path, out.str());
+}
+
+// Checked before simulating, so that a directory given as --output fails at
+// once instead of after the whole simulation.
+void check_output(const std::string& path) {
+  struct stat st {};
+  if (!path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    throw Error("--output '" + path + "' is a directory; give the name of a CSV file to write");
   }
 }
 
 void run_neuron(const NeuronCommandFlags& f) {
   const NeuronParams p = neuron_params(f.neuron);
+  check_output(f.output);
   const torch::ScalarType dtype = f.dtype == "float64" ? torch::kDouble : torch::kFloat;
   const CsvMatrix currents = read_csv_matrix(f.input, dtype);
   write_output(f.output, simulate_neuron_layer(currents.values, p));

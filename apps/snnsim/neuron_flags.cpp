@@ -1,23 +1,29 @@
 #include "neuron_flags.h"
 
 #include "snn/core/error.h"
+#include "validators.h"
 
 namespace snn::app {
 
 void add_neuron_flags(CLI::App* cmd, NeuronFlags& f, bool with_surrogate) {
   cmd->add_option("--model", f.model, "Neuron model: lif, if or plif (parametric LIF, --tau is its initial tau)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"lif", "if", "plif"}));
-  cmd->add_option("--tau", f.tau, "Membrane time constant in steps (>= 1; plif: > 1)")->capture_default_str();
+      ->check(one_of({"lif", "if", "plif"}));
+  // The limits of tau and the threshold are NeuronParams::validate()'s; here only their form.
+  cmd->add_option("--tau", f.tau, "Membrane time constant in steps (>= 1; plif: > 1)")
+      ->capture_default_str()
+      ->check(finite_number());
   cmd->add_option("--decay-input", f.decay_input, "Whether the input is divided by tau too: true or false")
       ->capture_default_str()
-      ->check(CLI::IsMember({"true", "false"}));
-  cmd->add_option("--v-threshold", f.v_threshold, "Firing threshold; reaching it fires")->capture_default_str();
+      ->check(one_of({"true", "false"}));
+  cmd->add_option("--v-threshold", f.v_threshold, "Firing threshold; reaching it fires")
+      ->capture_default_str()
+      ->check(finite_number());
   cmd->add_option("--v-reset", f.v_reset, "Hard reset value, or 'none' for a soft reset (v -= threshold)")
       ->capture_default_str();
   cmd->add_option("--refractory", f.refractory, "Absolute refractory period in steps (0 = none)")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+      ->check(whole_number(0, int64_t{1} << 30));
   if (with_surrogate) {
     cmd->add_option("--surrogate", f.surrogate, "Surrogate gradient: sigmoid[:alpha] or atan[:alpha]")
         ->capture_default_str();

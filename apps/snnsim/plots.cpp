@@ -5,15 +5,20 @@
 
 #include "plots.h"
 
+#include <fcntl.h>
 #include <plplot/plplot.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fmt/format.h>
 
+#include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
 
 namespace snn::app {
@@ -24,26 +29,123 @@ constexpr PLINT kInk = 1;
 constexpr PLINT kFirstColour = 2;
 constexpr int kColours = 6;
 
-// One plot file: set up PLplot for it, then end() writes it.
-void begin(const std::string& path, const PlotOptions& o, int subpages = 1) {
-  // PLplot exits the process on a file it cannot open: check first.
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) throw Error("cannot write plot '" + path + "'");
-  std::fclose(f);
-  plsdev(o.format == "svg" ? "svgcairo" : "pngcairo");
-  plsfnam(path.c_str());
-  plspage(0, 0, 1000, 300 + 300 * subpages, 0, 0);
-  plscol0(0, 255, 255, 255);
-  plscol0(kInk, 0, 0, 0);
-  const int rgb[kColours][3] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40}, {148, 103, 189}, {140, 86, 75}};
-  for (int i = 0; i < kColours; ++i) plscol0(kFirstColour + i, rgb[i][0], rgb[i][1], rgb[i][2]);
-  plssub(1, subpages);
-  plinit();
-  plcol0(kInk);
-  plschr(0, 0.9);
+// PLplot reports the errors it can survive into this buffer (plsError)
+// instead of printing several lines; the rest end the process through
+// on_plplot_exit.
+PLINT g_plplot_error = 0;
+char g_plplot_message[4096];
+// The plot being drawn and the temporary PLplot writes it to.
+std::string g_target, g_temporary;
+
+int on_plplot_exit(const char* message) {
+  // PLplot is about to exit(): leave no temporary behind, and one line.
+  if (!g_temporary.empty()) ::unlink(g_temporary.c_str());
+  std::fprintf(stderr, "snnsim: error: cannot draw plot '%s': %s\n", g_target.c_str(), message);
+  std::fflush(stderr);
+  ::_exit(2);
 }
 
-void end() { plend(); }
+// Whether `bytes` is a whole PNG (every chunk present up to IEND at the very
+// end) or a whole SVG document: PLplot's cairo drivers write through stdio
+// and do not report a failed write, so a full disk shows only as a short file.
+bool complete(const std::string& bytes, const std::string& format) {
+  if (format == "svg") {
+    const size_t end = bytes.find_last_not_of(" \t\r\n");
+    return end != std::string::npos && end >= 5 && bytes.compare(end - 5, 6, "</svg>") == 0;
+  }
+  if (bytes.size() < 8 || bytes.compare(0, 8, "\x89PNG\r\n\x1a\n") != 0) return false;
+  size_t pos = 8;
+  while (pos + 12 <= bytes.size()) {
+    const auto* b = reinterpret_cast<const unsigned char*>(bytes.data() + pos);
+    const size_t length = (size_t{b[0]} << 24) | (size_t{b[1]} << 16) | (size_t{b[2]} << 8) | b[3];
+    const size_t next = pos + 12 + length;
+    if (next > bytes.size()) return false;
+    if (bytes.compare(pos + 4, 4, "IEND") == 0) return next == bytes.size();
+    pos = next;
+  }
+  return false;
+}
+
+// One plot file. PLplot writes by name, so it writes the temporary name
+// beside `path`; close() checks that PLplot reported no error and that the
+// file is complete and on disk, then renames it over `path`. Until then, and
+// on any failure, `path` keeps its previous content and the temporary is
+// removed.
+class PlotFile {
+ public:
+  PlotFile(const std::string& path, const PlotOptions& o, int subpages = 1)
+      : path_(path), temporary_(atomic_temporary_name(path)), format_(o.format) {
+    // PLplot exits the process on a file it cannot open: check first.
+    std::FILE* f = std::fopen(temporary_.c_str(), "wb");
+    if (!f) throw Error("cannot write plot '" + path + "': " + std::strerror(errno));
+    std::fclose(f);
+    g_target = path_;
+    g_temporary = temporary_;
+    plsexit(on_plplot_exit);
+    g_plplot_error = 0;
+    g_plplot_message[0] = '\0';
+    plsError(&g_plplot_error, g_plplot_message);
+    plsdev(o.format == "svg" ? "svgcairo" : "pngcairo");
+    plsfnam(temporary_.c_str());
+    plspage(0, 0, 1000, 300 + 300 * subpages, 0, 0);
+    plscol0(0, 255, 255, 255);
+    plscol0(kInk, 0, 0, 0);
+    const int rgb[kColours][3] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40}, {148, 103, 189}, {140, 86, 75}};
+    for (int i = 0; i < kColours; ++i) plscol0(kFirstColour + i, rgb[i][0], rgb[i][1], rgb[i][2]);
+    plssub(1, subpages);
+    plinit();
+    open_ = true;
+    plcol0(kInk);
+    plschr(0, 0.9);
+  }
+  PlotFile(const PlotFile&) = delete;
+  PlotFile& operator=(const PlotFile&) = delete;
+
+  ~PlotFile() {
+    if (open_) plend();
+    if (!committed_) ::unlink(temporary_.c_str());
+    g_target.clear();
+    g_temporary.clear();
+  }
+
+  // Writes the plot; returns its path.
+  std::string close() {
+    plend();
+    open_ = false;
+    if (g_plplot_error != 0) {
+      std::string message = g_plplot_message;
+      message.erase(0, message.find_first_not_of('\n'));
+      message.erase(0, message.find('\n') + 1);  // PLplot's "*** PLPLOT ERROR ..." banner
+      throw Error("cannot draw plot '" + path_ + "': " + message.substr(0, message.find('\n')));
+    }
+    std::string bytes;
+    const int fd = ::open(temporary_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw Error("cannot write plot '" + path_ + "': " + std::strerror(errno));
+    char buffer[65536];
+    ssize_t n = 0;
+    while ((n = ::read(fd, buffer, sizeof(buffer))) > 0) bytes.append(buffer, static_cast<size_t>(n));
+    const bool synced = n == 0 && (::fsync(fd) == 0 || errno == EINVAL || errno == EROFS);
+    const int err = errno;
+    ::close(fd);
+    if (!synced) throw Error("cannot write plot '" + path_ + "': " + std::strerror(err));
+    if (!complete(bytes, format_)) {
+      // The usual cause is a full disk; say so when it is one.
+      struct statvfs fs {};
+      const std::string dir = path_.find('/') == std::string::npos ? "." : path_.substr(0, path_.rfind('/') + 1);
+      const bool full = ::statvfs(dir.c_str(), &fs) == 0 && fs.f_bavail == 0;
+      throw Error("cannot write plot '" + path_ + "': " +
+                  (full ? std::string(std::strerror(ENOSPC)) : std::string("PLplot wrote an incomplete file")) +
+                  " (" + std::to_string(bytes.size()) + " bytes written)");
+    }
+    commit_temporary(path_);
+    committed_ = true;
+    return path_;
+  }
+
+ private:
+  std::string path_, temporary_, format_;
+  bool open_ = false, committed_ = false;
+};
 
 // Axes with a little room above ymax, on the next subpage (plenv advances).
 void axes(double xmin, double xmax, double ymin, double ymax) {
@@ -83,7 +185,7 @@ std::string join(const std::string& dir, const std::string& name, const PlotOpti
 
 std::string raster(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
   const std::string path = join(dir, "raster", o);
-  begin(path, o, static_cast<int>(r.populations.size()));
+  PlotFile file(path, o, static_cast<int>(r.populations.size()));
   for (const auto& p : r.populations) {
     const analysis::SpikeTrains s = analysis::read_spikes(r.path, p.name, o.raster_first, o.raster_count);
     const int64_t top = p.node_ids.empty() ? 1 : *std::max_element(p.node_ids.begin(), p.node_ids.end()) + 1;
@@ -102,13 +204,12 @@ std::string raster(const std::string& dir, const analysis::RecordingStats& r, co
     plpoin(static_cast<PLINT>(y.size()), s.t_ms.data(), y.data(), 17);  // 17: a filled dot
     plcol0(kInk);
   }
-  end();
-  return path;
+  return file.close();
 }
 
 std::string rate_histograms(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
   const std::string path = join(dir, "rates", o);
-  begin(path, o, static_cast<int>(r.populations.size()));
+  PlotFile file(path, o, static_cast<int>(r.populations.size()));
   for (const auto& p : r.populations) {
     const auto [lo, hi] = std::minmax_element(p.neuron_rate_hz.begin(), p.neuron_rate_hz.end());
     const int bins = 30;
@@ -126,13 +227,12 @@ std::string rate_histograms(const std::string& dir, const analysis::RecordingSta
     plbin(bins, centre.data(), count.data(), PL_BIN_CENTRED);
     plcol0(kInk);
   }
-  end();
-  return path;
+  return file.close();
 }
 
 std::string psth(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
   const std::string path = join(dir, "psth", o);
-  begin(path, o);
+  PlotFile file(path, o);
   double top = 0;
   for (const auto& p : r.populations) {
     for (double v : p.psth_hz) top = std::max(top, v);
@@ -148,13 +248,12 @@ std::string psth(const std::string& dir, const analysis::RecordingStats& r, cons
     names.push_back(r.populations[i].name);
   }
   legend(names);
-  end();
-  return path;
+  return file.close();
 }
 
 std::string accuracy(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
   const std::string path = join(dir, "accuracy", o);
-  begin(path, o);
+  PlotFile file(path, o);
   std::vector<double> t;
   for (int64_t i = 0; i < r.steps; ++i) t.push_back(static_cast<double>(i + 1) * r.dt_ms);
   axes(0, t.back(), 0, 1);
@@ -164,13 +263,12 @@ std::string accuracy(const std::string& dir, const analysis::RecordingStats& r, 
   plcol0(kFirstColour);
   plpoin(static_cast<PLINT>(t.size()), t.data(), r.accuracy_by_step.data(), 17);
   plcol0(kInk);
-  end();
-  return path;
+  return file.close();
 }
 
 std::string confusion(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
   const std::string path = join(dir, "confusion", o);
-  begin(path, o);
+  PlotFile file(path, o);
   const PLINT n = static_cast<PLINT>(r.classes);
   // Shade: the fraction of each label's samples given each prediction.
   std::vector<std::vector<PLFLT>> frac(n, std::vector<PLFLT>(n, 0));  // [predicted][label]
@@ -203,8 +301,7 @@ std::string confusion(const std::string& dir, const analysis::RecordingStats& r,
     }
   }
   plcol0(kInk);
-  end();
-  return path;
+  return file.close();
 }
 
 }  // namespace
@@ -212,14 +309,15 @@ std::string confusion(const std::string& dir, const analysis::RecordingStats& r,
 void plot_lines(const std::string& path, const std::string& title, const std::string& x_label,
                 const std::string& y_label, const std::vector<Series>& series) {
   PlotOptions o;
-  o.format = path.size() > 4 && path.substr(path.size() - 4) == ".svg" ? "svg" : "png";
+  o.format = plot_format_of(path);
+  if (o.format.empty()) throw Error("cannot write plot '" + path + "': its name must end in .png or .svg");
   double xmin = 1e300, xmax = -1e300, ymin = 0, ymax = -1e300;
   for (const auto& s : series) {
     for (double x : s.x) xmin = std::min(xmin, x), xmax = std::max(xmax, x);
     for (double y : s.y) ymin = std::min(ymin, y), ymax = std::max(ymax, y);
   }
   if (series.empty() || xmin > xmax) throw Error("nothing to plot for '" + path + "'");
-  begin(path, o);
+  PlotFile file(path, o);
   const double pad = 0.03 * (xmax - xmin);
   axes(xmin - pad, xmax + pad, ymin, ymax);
   pllab(x_label.c_str(), y_label.c_str(), title.c_str());
@@ -233,12 +331,18 @@ void plot_lines(const std::string& path, const std::string& title, const std::st
   }
   plcol0(kInk);
   legend(names);
-  end();
+  file.close();
 }
 
 std::vector<std::string> write_plots(const std::string& dir, const analysis::RecordingStats& r, const PlotOptions& o) {
   if (o.format != "png" && o.format != "svg") throw Error("plot format must be png or svg, got '" + o.format + "'");
-  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) throw Error("cannot create the plot folder '" + dir + "'");
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    throw Error("cannot create the plot folder '" + dir + "': " + std::strerror(errno));
+  }
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+    throw Error("cannot write plots into '" + dir + "': it exists and is not a folder");
+  }
   std::vector<std::string> out;
   if (!r.populations.empty()) {
     out.push_back(raster(dir, r, o));

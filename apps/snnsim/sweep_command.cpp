@@ -5,6 +5,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,17 +14,21 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
 #include "commands.h"
 #include "config_format.h"
+#include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
 
 namespace snn::app {
@@ -41,6 +47,12 @@ const std::vector<std::string> kBase = {
     "checkpoint", "split", "T", "limit", "record", "record-v", "record-input", "dt", "compress", "data-dir",
     "batch-size", "devices", "balance", "steps-per-tick", "threads", "max-record-bytes", "tau", "v-threshold",
     "v-reset", "refractory", "gain", "seed"};
+
+// Every point is held in memory (and listed in the manifest, rewritten as
+// each one ends) before the first runs, so a sweep's size is checked before
+// anything is materialised: a typo such as 1e11 samples must be refused,
+// not grow until the kernel kills the sweep.
+constexpr uint64_t kMaxPoints = 1000000;
 
 struct Sweep {
   std::string file;
@@ -88,6 +100,27 @@ void check_value(const std::string& name, const std::string& v, const std::strin
   }
 }
 
+// The number of points (grid combinations times random samples), counted
+// with overflow checks and refused above kMaxPoints with its factors.
+void check_size(const Sweep& s, const std::string& where) {
+  uint64_t points = 1;
+  bool overflow = false;
+  std::string factors;
+  auto times = [&](uint64_t n) { overflow = overflow || __builtin_mul_overflow(points, n, &points); };
+  for (const auto& [name, values] : s.grid) {
+    times(values.size());
+    factors += (factors.empty() ? "grid " : " x ") + std::to_string(values.size());
+  }
+  if (!s.random.empty()) {
+    times(static_cast<uint64_t>(s.random_samples));
+    factors += (factors.empty() ? "" : ", each with ") + std::to_string(s.random_samples) + " random samples";
+  }
+  if (overflow || points > kMaxPoints) {
+    throw Error(fmt::format("{}: {} points ({}), more than the {} a sweep may hold; split it into several sweeps",
+                            where, overflow ? "over 2^64" : std::to_string(points), factors, kMaxPoints));
+  }
+}
+
 Sweep read_sweep(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw Error("cannot read sweep file '" + path + "'");
@@ -126,6 +159,17 @@ Sweep read_sweep(const std::string& path) {
         if (x < (key == "samples" ? 1 : 0) || x != std::floor(x)) {
           throw Error(where + ": [random] " + key + " must be a whole number" + (key == "samples" ? " >= 1" : " >= 0"));
         }
+        // Bounded before the conversion to an integer (undefined beyond its range).
+        if (key == "samples" && x > static_cast<double>(kMaxPoints)) {
+          const std::string exact = x < 1e15 ? fmt::format(" ({:.0f})", x) : "";
+          throw Error(fmt::format("{}: [random] samples = {}{}, more than the {} points a sweep may hold; split it "
+                                  "into several sweeps",
+                                  where, v.front(), exact, kMaxPoints));
+        }
+        if (key == "seed" && x > 9007199254740992.0) {
+          throw Error(where + ": [random] seed = " + v.front() +
+                      " is not a whole number a sweep file can hold exactly (0 to 2^53 = 9007199254740992)");
+        }
         if (key == "samples") {
           s.random_samples = static_cast<int64_t>(x);
         } else {
@@ -163,6 +207,7 @@ Sweep read_sweep(const std::string& path) {
   for (const auto& [k, v] : s.base) {
     if (k == "checkpoint") check_value(k, v, where + " [base]");
   }
+  check_size(s, where);
   return s;
 }
 
@@ -227,22 +272,16 @@ struct Manifest {
   json doc;
 };
 
-void write_manifest(const Manifest& m, const std::vector<std::string>& names) {
-  {
-    std::ofstream out(m.json_path + ".tmp");
-    out << m.doc.dump(2) << "\n";
-    if (!out) throw Error("cannot write '" + m.json_path + "'");
-  }
-  std::rename((m.json_path + ".tmp").c_str(), m.json_path.c_str());  // a killed sweep never leaves half a manifest
+std::string manifest_csv(const json& doc, const std::vector<std::string>& names) {
   size_t layers = 0;
-  for (const auto& row : m.doc["rows"]) layers = std::max(layers, row.value("firing_rate", json::array()).size());
-  std::ofstream csv(m.csv_path);
+  for (const auto& row : doc["rows"]) layers = std::max(layers, row.value("firing_rate", json::array()).size());
+  std::ostringstream csv;
   csv << "index";
   for (const auto& n : names) csv << "," << n;
   csv << ",status,accuracy";
   for (size_t i = 0; i < layers; ++i) csv << ",firing_rate_layer" << i + 1;
   csv << ",wall_s,output,error\n";
-  for (const auto& row : m.doc["rows"]) {
+  for (const auto& row : doc["rows"]) {
     csv << row["index"].get<int64_t>();
     for (const auto& n : names) csv << "," << row["params"].value(n, std::string());
     csv << "," << row["status"].get<std::string>() << ",";
@@ -255,7 +294,19 @@ void write_manifest(const Manifest& m, const std::vector<std::string>& names) {
     std::replace(error.begin(), error.end(), '"', '\'');
     csv << "," << row.value("wall_s", 0.0) << "," << row["output"].get<std::string>() << ",\"" << error << "\"\n";
   }
-  if (!csv) throw Error("cannot write '" + m.csv_path + "'");
+  return csv.str();
+}
+
+// Both files are replaced whole (snn::write_file_atomically): a killed sweep
+// or a full disk leaves the previous manifest exactly as it was, and the
+// rerun resumes from it.
+void write_manifest(const Manifest& m, const std::vector<std::string>& names) {
+  try {
+    write_file_atomically(m.json_path, m.doc.dump(2) + "\n");
+    write_file_atomically(m.csv_path, manifest_csv(m.doc, names));
+  } catch (const Error& e) {
+    throw Error(std::string(e.what()) + " (the manifest keeps its previous content; once that is fixed, a rerun resumes from it)");
+  }
 }
 
 void sort_rows(json& doc) {
@@ -293,6 +344,142 @@ std::string self_exe() {
   return std::string(exe, static_cast<size_t>(n));
 }
 
+// The `snnsim run` children of a sweep, which must never outlive it. Each
+// runs in its own process group (so that a terminal's Ctrl-C reaches only
+// the sweep, which stops them once, in order) with PR_SET_PDEATHSIG, so
+// that the kernel kills them if the sweep itself is killed (SIGKILL, a
+// crash): nothing keeps writing a point file after its sweep is gone, and a
+// point counts as done only once the sweep saw its run exit. SIGINT,
+// SIGTERM and SIGHUP are blocked and taken synchronously in wait(), with
+// SIGCHLD, so that a signal is never lost between two checks.
+class Children {
+ public:
+  struct Event {
+    enum Kind { kEnded, kSignal, kTimeout } kind;
+    pid_t pid = 0;
+    int status = 0;  // kEnded: as waitpid() gives it
+    int signal = 0;  // kSignal
+  };
+
+  Children() : parent_(::getpid()) {
+    // A child whose parent ignores SIGCHLD is reaped by the kernel, and
+    // waitpid() could not see its exit status.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    ::sigaction(SIGCHLD, &dfl, nullptr);
+    sigemptyset(&waited_);
+    sigaddset(&waited_, SIGCHLD);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+      // A signal the sweep was started ignoring (nohup, `&` in a script)
+      // stays ignored: blocked, the kernel would queue it instead.
+      struct sigaction old {};
+      ::sigaction(sig, nullptr, &old);
+      if (old.sa_handler != SIG_IGN) sigaddset(&waited_, sig);
+    }
+    ::sigprocmask(SIG_BLOCK, &waited_, &old_mask_);
+  }
+
+  Children(const Children&) = delete;
+  Children& operator=(const Children&) = delete;
+
+  // An error leaving the sweep (a full disk under the manifest) still stops
+  // and reaps every child before the sweep exits.
+  ~Children() {
+    try {
+      signal_all(SIGTERM);
+      auto kill_at = Clock::now() + kGrace;
+      while (!pids_.empty()) {
+        if (wait(kill_at).kind == Event::kEnded) continue;
+        signal_all(SIGKILL);
+        kill_at = Clock::now() + std::chrono::seconds(1);
+      }
+    } catch (const std::exception&) {
+      signal_all(SIGKILL);  // cannot wait: they die with the sweep (PR_SET_PDEATHSIG) in any case
+    }
+    ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+
+  // How long stopped runs get to commit and close their recordings before
+  // they are killed.
+  static constexpr std::chrono::seconds kGrace{10};
+
+  // Starts `argv` (argv[0] the executable) with stdout and stderr in `log`.
+  pid_t start(std::vector<std::string> argv, const std::string& log) {
+    // Everything the child needs is made before fork(): between fork() and
+    // exec() only async-signal-safe calls are allowed.
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error(std::string("cannot start a run: fork failed: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::setpgid(0, 0);
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      // The sweep may have died before prctl(): then the kernel sent nothing.
+      if (::getppid() != parent_) ::_exit(127);
+      ::sigprocmask(SIG_SETMASK, &old_mask_, nullptr);
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      if (fd >= 0) {
+        ::dup2(fd, STDOUT_FILENO);
+        ::dup2(fd, STDERR_FILENO);
+      }
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    ::setpgid(pid, pid);  // as the child does: whichever runs first, kill(-pid) reaches it
+    pids_.insert(pid);
+    return pid;
+  }
+
+  // The next child to end, or a stop signal, or (with a deadline) kTimeout.
+  Event wait(std::optional<Clock::time_point> deadline = std::nullopt) {
+    for (;;) {
+      int status = 0;
+      const pid_t pid = ::waitpid(-1, &status, WNOHANG);
+      if (pid > 0 && pids_.erase(pid)) return {Event::kEnded, pid, status, 0};
+      if (pid > 0) continue;  // not one of ours
+      if (pid < 0 && errno != EINTR) throw InternalError("sweep: waitpid failed with runs outstanding");
+      siginfo_t info{};
+      int sig = -1;
+      if (deadline) {
+        const auto left = std::max(std::chrono::nanoseconds(0), *deadline - Clock::now());
+        if (left.count() == 0) return {Event::kTimeout};
+        const auto secs = std::chrono::duration_cast<std::chrono::seconds>(left);
+        const timespec ts{static_cast<time_t>(secs.count()), static_cast<long>((left - secs).count())};
+        sig = ::sigtimedwait(&waited_, &info, &ts);
+        if (sig < 0 && errno == EAGAIN) return {Event::kTimeout};
+      } else {
+        sig = ::sigwaitinfo(&waited_, &info);
+      }
+      if (sig > 0 && sig != SIGCHLD) return {Event::kSignal, 0, 0, sig};
+    }
+  }
+
+  // Sends `sig` to every running child's process group.
+  void signal_all(int sig) const {
+    for (const pid_t pid : pids_) {
+      if (::kill(-pid, sig) != 0) ::kill(pid, sig);
+    }
+  }
+
+  size_t running() const { return pids_.size(); }
+
+ private:
+  const pid_t parent_;
+  sigset_t waited_{}, old_mask_{};
+  std::set<pid_t> pids_;
+};
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGTERM: return "SIGTERM";
+    case SIGHUP: return "SIGHUP";
+    default: return "a signal";
+  }
+}
+
 struct SweepFlags {
   std::string file;
   int jobs = 1;
@@ -303,7 +490,11 @@ struct SweepFlags {
 void run_sweep(const SweepFlags& f) {
   const Sweep s = read_sweep(f.file);
   const Shard shard = parse_shard(f.shard);
-  if (f.jobs < 1) throw Error("--jobs must be >= 1, got " + std::to_string(f.jobs));
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (f.jobs < 1 || f.jobs > static_cast<int>(4 * cores)) {
+    throw Error(fmt::format("--jobs {}: expected 1 to {} (4 x the {} cores; each run uses cores / jobs threads)", f.jobs,
+                            4 * cores, cores));
+  }
   const std::vector<Params> points = points_of(s);
   std::vector<std::string> names;
   for (const auto& [k, v] : points.front()) names.push_back(k);
@@ -321,7 +512,7 @@ void run_sweep(const SweepFlags& f) {
         for (const auto& row : old.at("rows")) {
           struct stat st {};
           const int64_t i = row.at("index").get<int64_t>();
-          if (row.at("status") == "done" && i < static_cast<int64_t>(points.size()) &&
+          if (row.at("status") == "done" && i >= 0 && i < static_cast<int64_t>(points.size()) &&
               row.at("params") == params_json(points[static_cast<size_t>(i)]) &&
               ::stat(row.at("output").get<std::string>().c_str(), &st) == 0) {
             kept[i] = row;
@@ -344,14 +535,13 @@ void run_sweep(const SweepFlags& f) {
     }
   }
   const size_t mine = m.doc["rows"].size() + todo.size();
+  write_manifest(m, names);  // first: a sweep that cannot keep its manifest starts nothing
   std::cout << fmt::format("sweep {}: {} points in all, {} in this shard, {} done before, {} to run with {} job(s)\n",
                            s.file, points.size(), mine, m.doc["rows"].size(), todo.size(), f.jobs)
             << std::flush;
-  write_manifest(m, names);
 
   const std::string exe = self_exe();
   const bool base_threads = std::any_of(s.base.begin(), s.base.end(), [](const auto& kv) { return kv.first == "threads"; });
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(f.jobs)));
   struct Running {
     size_t point;
@@ -362,8 +552,12 @@ void run_sweep(const SweepFlags& f) {
   size_t next = 0, finished = 0;
   double busy_seconds = 0;
   const auto t0 = Clock::now();
-  while (next < todo.size() || !running.empty()) {
-    while (next < todo.size() && static_cast<int>(running.size()) < f.jobs) {
+  int stopped_by = 0;  // the signal that stopped the sweep
+  size_t stopped_runs = 0;
+  Clock::time_point kill_at = Clock::time_point::max();
+  Children children;
+  while ((next < todo.size() && stopped_by == 0) || !running.empty()) {
+    while (stopped_by == 0 && next < todo.size() && static_cast<int>(running.size()) < f.jobs) {
       const size_t i = todo[next++];
       const std::string stem = fmt::format("{}/point-{:04d}", s.out, i);
       Running r{i, Clock::now(), stem + ".h5", stem + ".json", stem + ".log"};
@@ -386,30 +580,36 @@ void run_sweep(const SweepFlags& f) {
       }
       if (!base_threads) args.insert(args.end(), {"--threads", threads});
       args.insert(args.end(), {"--output", r.output, "--overwrite", "--summary", r.summary});
-      std::remove(r.summary.c_str());
-      const pid_t pid = ::fork();
-      if (pid < 0) throw Error("cannot start a run: fork failed");
-      if (pid == 0) {
-        const int fd = ::open(r.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-          ::dup2(fd, STDOUT_FILENO);
-          ::dup2(fd, STDERR_FILENO);
-        }
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        ::execv(exe.c_str(), argv.data());
-        ::_exit(127);
+      // A point not recorded as done is redone from scratch: whatever an
+      // earlier, interrupted attempt left under its names goes first.
+      for (const std::string& stale : {r.output, r.summary, r.output + ".partial", r.output + ".partial.creating"}) {
+        std::remove(stale.c_str());
       }
-      running[pid] = r;
+      running[children.start(args, r.log)] = r;
     }
-    int status = 0;
-    const pid_t pid = ::waitpid(-1, &status, 0);
-    if (pid < 0) break;
-    const auto it = running.find(pid);
-    if (it == running.end()) continue;
+    const Children::Event e = children.wait(stopped_by ? std::optional(kill_at) : std::nullopt);
+    if (e.kind == Children::Event::kSignal && stopped_by == 0) {
+      // The runs get SIGTERM (they commit and close their recordings) and
+      // kGrace to end; the points they ran are redone by the next sweep.
+      stopped_by = e.signal;
+      kill_at = Clock::now() + Children::kGrace;
+      children.signal_all(SIGTERM);
+      continue;
+    }
+    if (e.kind != Children::Event::kEnded) {  // a second signal, or the grace is over
+      children.signal_all(SIGKILL);
+      kill_at = Clock::now() + std::chrono::seconds(1);
+      continue;
+    }
+    const auto it = running.find(e.pid);
     const Running r = it->second;
     running.erase(it);
+    const int status = e.status;
+    const bool succeeded = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    if (stopped_by != 0 && !succeeded) {
+      ++stopped_runs;  // not recorded: the next sweep runs it again
+      continue;
+    }
     const double wall = std::chrono::duration<double>(Clock::now() - r.start).count();
     busy_seconds += wall;
     ++finished;
@@ -417,7 +617,7 @@ void run_sweep(const SweepFlags& f) {
              {"summary", r.summary}, {"log", r.log}, {"wall_s", wall}};
     std::string note;
     try {
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw Error(error_of(r.log));
+      if (!succeeded) throw Error(error_of(r.log));
       std::ifstream in(r.summary);
       const json sum = json::parse(in);
       row["status"] = "done";
@@ -437,6 +637,12 @@ void run_sweep(const SweepFlags& f) {
     std::cout << fmt::format("[{}/{}] point {} ({}): {}, {:.1f} s; ETA {:.0f} s\n", finished, todo.size(), r.point,
                              params_text(points[r.point]), note, wall, eta)
               << std::flush;
+  }
+  if (stopped_by != 0) {
+    throw Error(fmt::format("sweep stopped by {}: {} of {} point(s) are recorded in '{}'; {} run(s) were stopped and "
+                            "{} not started: rerun the sweep to finish",
+                            signal_name(stopped_by), m.doc["rows"].size(), mine, m.json_path, stopped_runs,
+                            todo.size() - next));
   }
   int64_t failed = 0;
   for (const auto& row : m.doc["rows"]) failed += row["status"] == "failed";

@@ -230,6 +230,10 @@ std::string strip_partial(const std::string& path) {
 Handle open_read_only(const std::string& file) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "recording: HDF5 lacks SWMR");
+  // A SWMR reader retries metadata that fails its checksum (100 times, with
+  // sleeps: a live writer may be mid-update). Our files' writers are gone:
+  // a bad checksum is damage, and retrying it looked like a hang.
+  check(H5Pset_metadata_read_attempts(fapl.get(), 1), "recording: cannot set metadata read attempts");
   Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
   if (!f.ok()) f = Handle(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);  // not SWMR
   if (!f.ok()) throw Error("'" + file + "' is not a readable HDF5 file");

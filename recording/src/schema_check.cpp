@@ -290,7 +290,9 @@ std::vector<std::string> members(hid_t group, const std::string& what, const std
 }
 
 void check_format(hid_t file, const std::string& where) {
-  if (H5Aexists(file, attr_format.name) <= 0) {
+  const htri_t has_format = H5Aexists(file, attr_format.name);
+  if (has_format < 0) throw Error(where + " is damaged: HDF5 cannot read the attributes of its root group");
+  if (has_format == 0) {
     throw Error(where + " is not an snnsim recording (no format attribute '" + kFormat + "')");
   }
   check_attribute(file, attr_format, where);

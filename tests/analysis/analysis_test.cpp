@@ -158,5 +158,83 @@ TEST(Analysis, BadFilesGetAClearError) {
   std::remove((unfinished + ".partial").c_str());
 }
 
+// Edits one value or extent of a copy of a good file, with the HDF5 C API
+// (as a damaged or hostile file would hold it).
+struct Damage {
+  std::string dataset;
+  hsize_t row = 0;         // the row to overwrite (uint64 datasets)
+  uint64_t value = 0;
+  hsize_t extent = 0;      // > 0: resize the dataset to this many rows instead
+};
+
+void damage(const std::string& path, const Damage& d) {
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  const hid_t ds = H5Dopen2(f, d.dataset.c_str(), H5P_DEFAULT);
+  ASSERT_GE(ds, 0) << d.dataset;
+  if (d.extent > 0) {
+    hsize_t dims[2] = {0, 0};
+    const hid_t space = H5Dget_space(ds);
+    H5Sget_simple_extent_dims(space, dims, nullptr);
+    H5Sclose(space);
+    dims[0] = d.extent;
+    EXPECT_GE(H5Dset_extent(ds, dims), 0);
+  } else {
+    const hid_t space = H5Dget_space(ds);
+    const hsize_t one = 1;
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, &d.row, nullptr, &one, nullptr);
+    const hid_t mem = H5Screate_simple(1, &one, nullptr);
+    EXPECT_GE(H5Dwrite(ds, H5T_NATIVE_UINT64, mem, space, H5P_DEFAULT, &d.value), 0);
+    H5Sclose(mem);
+    H5Sclose(space);
+  }
+  H5Dclose(ds);
+  H5Fclose(f);
+}
+
+// Every index and extent is checked before it is used: a damaged file gets
+// snn::Error naming the dataset, from the statistics and from read_spikes
+// (the raster), never a crash (an interior pointer out of range used to
+// abort with "double free or corruption") or a giant allocation.
+TEST(Analysis, DamagedFilesGetAnErrorNamingTheDatasetNotACrash) {
+  const std::string good = temp_path("good.h5");
+  write_synthetic(good);
+  const std::string bad = temp_path("bad.h5");
+  const std::vector<std::pair<Damage, std::string>> cases = {
+      {{"samples/spike_ptr/a", 2, 1000000000}, "/samples/spike_ptr/a"},   // interior pointer out of range
+      {{"samples/spike_ptr/a", 2, 1}, "/samples/spike_ptr/a"},            // decreasing pointer
+      {{"samples/spike_ptr/a", 0, 3}, "/samples/spike_ptr/a"},            // not starting at 0
+      {{"samples/spike_ptr/sync", 4, 7}, "/spikes/sync/timestamps"},      // last != spike count
+      {{"spikes/a/node_ids", 0, 3}, "/spikes/a/node_ids"},                // a neuron not recorded
+      {{"spikes/a/node_ids", 5, 4000}, "/spikes/a/node_ids"},             // id >= n_nodes
+      {{"samples/label", 0, 0, 3}, "/samples/label"},                     // rows != samples
+      {{"spikes/a/timestamps", 0, 0, 20}, "/spikes/a/timestamps"},        // truncated timestamps
+      {{"spikes/sync/node_ids", 0, 0, 5}, "/spikes/sync/node_ids"},       // ids != timestamps
+      {{"spikes/a/timestamps", 0, 0, hsize_t{1} << 40}, "/spikes/a/timestamps"},  // huge extent
+      {{"samples/prediction_by_step", 0, 0, hsize_t{1} << 40}, "/samples/prediction_by_step"},
+      {{"meta/populations/a/recorded_node_ids", 1, 0}, "recorded_node_ids"},  // not ascending
+  };
+  for (const auto& [d, want] : cases) {
+    std::ifstream in(good, std::ios::binary);
+    std::ofstream(bad, std::ios::binary) << in.rdbuf();
+    damage(bad, d);
+    for (int reader = 0; reader < 2; ++reader) {
+      try {
+        if (reader == 0) {
+          analyze_recording(bad);
+        } else {
+          read_spikes(bad, "a", 0, 4);
+        }
+        ADD_FAILURE() << d.dataset << " row " << d.row << ": no error";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
+      }
+    }
+  }
+  std::remove(good.c_str());
+  std::remove(bad.c_str());
+}
+
 }  // namespace
 }  // namespace snn::analysis

@@ -131,4 +131,28 @@ expect_error "resume a damaged file" "spike_ptr/hidden" run --resume "$tmp/u.h5"
 expect_error "recover a damaged file" "spike_ptr/hidden" recover "$tmp/u.h5"
 [[ $(sha "$tmp/u.h5.partial") == "$before" && ! -e "$tmp/u.h5" ]] && ok || fail "a refused recover changed the file"
 
+# Flipped bytes in the metadata of unfinished and finished files: refused at
+# once (a SWMR reader retries bad checksums, for minutes) with one line.
+"$python" - "$tmp/good.h5" "$tmp/f.h5.partial" <<'PY' || die "cannot flip bytes"
+import random, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+random.seed(5)
+for _ in range(40):
+    data[random.randrange(100, 4000)] ^= 0xFF
+open(sys.argv[2], "wb").write(data)
+PY
+cp "$tmp/f.h5.partial" "$tmp/flipped.h5"
+before=$(sha "$tmp/f.h5.partial")
+for cmd in "recover $tmp/f.h5" "run --resume $tmp/f.h5" "analyze $tmp/flipped.h5"; do
+  timeout 60 "$snnsim" $cmd >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  [[ $rc -eq 2 && $(wc -l <"$tmp/err") -eq 1 && ! -s "$tmp/out" ]] && grep -q "snnsim: error: .*f" "$tmp/err" && ok ||
+    fail "flipped bytes, $cmd: exit code $rc (124: hung): $(head -3 "$tmp/err")"
+done
+[[ $(sha "$tmp/f.h5.partial") == "$before" && ! -e "$tmp/f.h5" ]] && ok || fail "a refused recover or resume changed a damaged file"
+timeout 120 "$python" "$exporter" "$tmp/flipped.h5" "$tmp/flipped.nwb" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $rc -eq 2 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q "^export_nwb: error: " "$tmp/err" && ok ||
+  fail "flipped bytes, export: exit code $rc: $(head -3 "$tmp/err")"
+
 finish

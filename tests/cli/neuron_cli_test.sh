@@ -60,7 +60,30 @@ expect_error "negative refractory" "--refractory" neuron --refractory -1 --input
 expect_error "non-numeric tau" "--tau" neuron --tau fast --input "$example"
 expect_error "unknown flag" "--frobnicate" neuron --frobnicate --input "$example"
 expect_error "no subcommand" "subcommand" 
-expect_error "unwritable output" "cannot open output file" neuron --input "$example" --output "$tmp/no/such/dir/out.csv"
+expect_error "unwritable output" "cannot write '$tmp/no/such/dir/out.csv'" neuron --input "$example" --output "$tmp/no/such/dir/out.csv"
+
+# A directory as --output: one line, exit 2, nothing left behind (it used to
+# leave DIR.partial beside it).
+mkdir "$tmp/outdir"
+before="$(ls -A "$tmp")"
+expect_error "directory as output" "is a directory" neuron --input "$example" --output "$tmp/outdir"
+[[ "$(ls -A "$tmp")" == "$before" && -z "$(ls -A "$tmp/outdir")" ]] &&
+  ok || fail "directory as output left files behind: $(ls -A "$tmp" "$tmp/outdir")"
+
+# A full disk: one line, exit 2, the previous trace intact, no temporary.
+if small_fs "$tmp/small" 256; then
+  trap 'release_small_fs "$tmp/small"; rm -rf "$tmp"' EXIT
+  "$snnsim" neuron --model if --input "$tmp/noheader.csv" --output "$tmp/small/trace.csv" || fail "run on the small fs failed"
+  old_sha="$(sha "$tmp/small/trace.csv")"
+  fill_fs "$tmp/small"
+  expect_error "full disk" "cannot write '$tmp/small/trace.csv': No space left on device" \
+    neuron --input "$example" --output "$tmp/small/trace.csv"
+  [[ "$(sha "$tmp/small/trace.csv")" == "$old_sha" && -z "$(ls "$tmp/small" | grep -v '^trace.csv$')" ]] &&
+    ok || fail "full disk: the previous trace changed or a temporary was left: $(ls -A "$tmp/small")"
+  release_small_fs "$tmp/small"
+else
+  echo "note: not root, no tmpfs: the full-disk case is skipped"
+fi
 
 "$snnsim" --help >/dev/null && ok || fail "--help failed"
 "$snnsim" neuron --help | grep -q -- "--v-reset" && ok || fail "neuron --help lacks --v-reset"

@@ -132,4 +132,5 @@ bad "nothing varied" "varies nothing" ''
 bad "unknown run option" "has no run option 'bogus'" $'bogus = 1\n[grid]\ntau = [2]'
 bad "missing checkpoint" "no checkpoint" $'[grid]\ncheckpoint = ["/nonexistent.h5"]'
 expect_error "bad shard" "--shard: expected i/n" sweep "$tmp/grid.toml" --shard 2/2
+expect_error "too many jobs" "--jobs 100000: expected 1 to" sweep "$tmp/grid.toml" --jobs 100000
 finish

@@ -99,11 +99,13 @@ void on_death() {
   say(": FAILED: the process died (crash or sanitizer report above)\n");
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
 void on_fatal_signal(int sig) {
   on_death();
   signal(sig, SIG_DFL);
   raise(sig);
 }
+#endif
 
 void install_handlers() {
   signal(SIGALRM, on_hang);
@@ -122,8 +124,11 @@ void install_handlers() {
 
 // A failure that does not kill the process by itself.
 [[noreturn]] void fail(const std::string& why) {
+  std::cout << std::flush;
   std::cerr << "\n" << g_context << ": FAILED: " << why << std::endl;
-  std::exit(1);
+  // No exit-time cleanup: a reader that left HDF5 objects open would crash
+  // HDF5's and bury this line under a second report.
+  _exit(1);
 }
 
 Target target_named(const std::string& name) {
@@ -195,7 +200,8 @@ int replay(const std::string& target_name, const std::string& file) {
   set_context(t.name, 0, 0, file);
   install_handlers();
   const std::string kind = run_one(t, file);
-  std::cout << "snn_fuzz: " << file << ": " << (kind.empty() ? "accepted" : "rejected (" + kind + ")") << "\n";
+  std::cout << "snn_fuzz: " << file << ": " << (kind.empty() ? "accepted" : "rejected (" + kind + "): " + g_message)
+            << std::endl;
   return 0;
 }
 
@@ -203,6 +209,9 @@ int fuzz(const std::string& target_name, const std::string& corpus_dir, uint64_t
          std::string work, int64_t max_iterations) {
   const Target t = target_named(target_name);
   if (work.empty()) work = "/tmp/snn_fuzz_" + t.name + "_" + std::to_string(::getpid());
+  for (size_t slash = work.find('/', 1); slash != std::string::npos; slash = work.find('/', slash + 1)) {
+    ::mkdir(work.substr(0, slash).c_str(), 0755);  // mkdir -p
+  }
   ::mkdir(work.c_str(), 0755);
   const std::string path = work + "/" + t.file_name;
   std::vector<std::string> pool = load_corpus(corpus_dir);
@@ -213,7 +222,7 @@ int fuzz(const std::string& target_name, const std::string& corpus_dir, uint64_t
   const auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   std::map<std::string, int64_t> outcomes;
   std::map<std::string, std::string> examples;  // the first message of each kind of rejection
-  uint64_t digest = 0xcbf29ce484222325ULL;  // FNV-1a of every input, to see that a seed repeats
+  uint64_t digest = 0xcbf29ce484222325ULL;  // FNV-1a of the inputs and outcomes, to see that a seed repeats
   int64_t i = 0;
   for (; (max_iterations < 0 || i < max_iterations) && (i < static_cast<int64_t>(corpus_size) || elapsed() < seconds);
        ++i) {
@@ -221,30 +230,38 @@ int fuzz(const std::string& target_name, const std::string& corpus_dir, uint64_t
     // draws from on the inputs before it, so a seed repeats exactly.
     Rng rng(seed * 0x9E3779B97F4A7C15ULL ^ static_cast<uint64_t>(i) * 0xD1B54A32D192ED03ULL);
     std::string input;
+    bool mutated = false;
     if (i < static_cast<int64_t>(corpus_size)) {
       input = pool[static_cast<size_t>(i)];  // the corpus itself first, unmutated
     } else {
       input = pool[rng.below(pool.size())];
-      if (rng.one_in(t.mutate_bytes_one_in)) mutate(input, pool[rng.below(pool.size())], rng, t.mutator);
+      mutated = rng.one_in(t.mutate_bytes_one_in);
+      if (mutated) mutate(input, pool[rng.below(pool.size())], rng, t.mutator);
     }
     set_context(t.name, seed, i, path);
-    if (t.prepare) {
-      t.prepare(input, rng, path);
-    } else {
-      write_file(path, input);
+    try {
+      if (t.prepare) {
+        t.prepare(input, mutated, rng, path);
+      } else {
+        write_file(path, input);
+      }
+    } catch (const std::exception& e) {
+      fail(std::string("the fuzzer itself could not make the input: ") + e.what());
     }
-    const std::string on_disk = read_file(path);
-    for (unsigned char c : on_disk) digest = (digest ^ c) * 0x100000001B3ULL;
     const std::string kind = run_one(t, path);
     const std::string outcome = kind.empty() ? "accepted" : "rejected (" + kind + ")";
     if (++outcomes[outcome] == 1 && !kind.empty()) examples[outcome] = g_message.substr(0, g_message.find('\n'));
+    // The digest covers each input (before the target's own changes, which
+    // the same random numbers repeat) and its outcome.
+    for (unsigned char c : input + '\0' + outcome) digest = (digest ^ c) * 0x100000001B3ULL;
     // Mutants the readers accept are valid-looking inputs to mutate further.
-    if (kind.empty() && i >= static_cast<int64_t>(corpus_size) && pool.size() < corpus_size + kMaxPoolAdditions) {
-      pool.push_back(on_disk);
+    if (kind.empty() && t.grow_pool && i >= static_cast<int64_t>(corpus_size) &&
+        pool.size() < corpus_size + kMaxPoolAdditions) {
+      pool.push_back(read_file(path));
     }
   }
   std::cout << "snn_fuzz: target " << t.name << ", seed " << seed << ": " << i << " inputs in " << elapsed()
-            << " s (inputs digest " << hex(digest) << "), no failure";
+            << " s (digest of inputs and outcomes " << hex(digest) << "), no failure";
   for (const auto& [k, n] : outcomes) std::cout << "; " << n << " " << k;
   std::cout << "\n";
   for (const auto& [k, m] : examples) std::cout << "  first " << k << ": " << m << "\n";

@@ -85,8 +85,9 @@ x = 1
 ''')
 
 # Recordings: a tiny network trained for one epoch on 100 fixture digits,
-# then 3 digits simulated with spikes of every layer, one with potentials
-# and the input spikes too.
+# then 3 digits simulated. A low threshold makes it spike; --compress keeps
+# the spike chunks small (64 Ki rows each otherwise); the silent run has no
+# spike at all.
 if len(sys.argv) > 1:
     snnsim = sys.argv[1]
     fixture = os.path.join(root, "tests/data/mnist-fixture")
@@ -96,13 +97,12 @@ if len(sys.argv) > 1:
         subprocess.run([snnsim, "train", *common, "--layers", "784-16-10", "--T", "4", "--limit", "100", "--epochs", "1",
                         "--checkpoint", ck], check=True, stdout=subprocess.DEVNULL)
         runs = {
-            "hidden_output.h5": ["--record", "hidden,output"],
-            "potentials_input.h5": ["--record", "hidden,output", "--record-v", "hidden:0,3,7-9", "--record-input"],
-            "output_only.h5": ["--record", "output", "--T", "6"],
+            "input_hidden_output.h5": ["--record", "hidden,output", "--record-input", "--v-threshold", "0.1", "--compress"],
+            "output_only.h5": ["--record", "output", "--T", "6", "--v-threshold", "0.2", "--compress"],
+            "silent.h5": ["--record", "hidden,output"],
         }
         for name, flags in runs.items():
             out = os.path.join(tmp, name)
             subprocess.run([snnsim, "run", *common, "--checkpoint", ck, "--limit", "3", "--output", out, *flags],
                            check=True, stdout=subprocess.DEVNULL)
-            os.makedirs(os.path.join(corpus, "recording"), exist_ok=True)
             shutil.copy(out, os.path.join(corpus, "recording", name))

@@ -16,7 +16,7 @@ std::string be32(uint64_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
 }
 
-void prepare(const std::string& bytes, Rng& rng, const std::string& path) {
+void prepare(const std::string& bytes, bool, Rng& rng, const std::string& path) {
   // One input in three is compressed after mutation, so the gzip path reads
   // the same malformed headers and sizes (mutating compressed bytes mostly
   // tests zlib's checksum).

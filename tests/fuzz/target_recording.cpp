@@ -202,14 +202,25 @@ void edit(hid_t file, Rng& rng) {
   H5Oclose(obj);
 }
 
-void prepare(const std::string& bytes, Rng& rng, const std::string& path) {
+void prepare(const std::string& bytes, bool bytes_mutated, Rng& rng, const std::string& path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   write_file(path, bytes);
-  if (rng.one_in(8)) return;  // the bytes as the driver mutated them
+  // Edits go into intact files only: HDF5 1.10 cannot close a damaged file
+  // it has written to (H5Fclose fails and the file stays open; closing the
+  // library then crashes in H5F__close_cb).
+  if (bytes_mutated) return;
   const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
   if (file < 0) return;
   for (uint64_t k = 1 + rng.below(rng.one_in(4) ? 8 : 2); k > 0; --k) edit(file, rng);
   H5Fclose(file);
+  // The leak check after the readers must blame them only.
+  if (H5Fget_obj_count(H5F_OBJ_ALL, H5F_OBJ_ALL) > 0) {
+    hid_t ids[8];
+    const ssize_t n = H5Fget_obj_ids(H5F_OBJ_ALL, H5F_OBJ_ALL, 8, ids);
+    std::string what;
+    for (ssize_t i = 0; i < n; ++i) what += " " + std::to_string(static_cast<int>(H5Iget_type(ids[i])));  // H5I_type_t
+    throw std::logic_error("fuzz harness: editing left HDF5 objects open:" + what);
+  }
 }
 
 void check_stats(const analysis::RecordingStats& r) {
@@ -232,10 +243,13 @@ bool same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)
 void check(const std::string& path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   std::exception_ptr rejected;
+  // The spikes of every population analysis found, or (when it rejected
+  // the file) of those the corpus has.
   std::set<std::string> populations = {"input", "hidden", "output"};
   try {
     const analysis::RecordingStats r = analysis::analyze_recording(path);
     check_stats(r);
+    populations.clear();
     for (const auto& p : r.populations) populations.insert(p.name);
     // Chunk by chunk (16 bytes: one event at a time) must give the same.
     analysis::AnalysisOptions tiny;
@@ -256,8 +270,10 @@ void check(const std::string& path) {
       const analysis::SpikeTrains t = analysis::read_spikes(path, name, 0, int64_t{1} << 40);
       if (t.t_ms.size() != t.node_ids.size()) throw Defect("read_spikes: times and ids differ in number");
       if (t.sample_start_ms.empty()) throw Defect("read_spikes: no sample boundaries");
-    } catch (const Error&) {
-      if (!rejected) rejected = std::current_exception();
+    } catch (const Error& e) {
+      // A population analysis did not find is no defect of the file.
+      const bool absent = std::string(e.what()).find("records no population") != std::string::npos;
+      if (!rejected && !absent) rejected = std::current_exception();
     }
   }
   // Every HDF5 object the readers opened is closed again, error or not.
@@ -275,6 +291,7 @@ Target recording_target() {
   t.mutator.max_size = 1 << 20;
   t.mutator.dictionary = {"HDF", "TREE", "SNOD", "OHDR", "BTHD", "FRHP", "snnsim-recording"};
   t.mutate_bytes_one_in = 4;
+  t.grow_pool = false;
   t.prepare = prepare;
   t.check = check;
   return t;

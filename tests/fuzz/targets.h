@@ -24,10 +24,15 @@ struct Target {
   /// Byte mutations are applied to one input in this many (recordings are
   /// mostly edited through HDF5 instead, see `prepare`).
   uint64_t mutate_bytes_one_in = 1;
-  /// Writes the (mutated) input to `path`; structure-aware targets change it
-  /// further here (gzip an IDX file, edit a recording's datasets). Default:
-  /// the bytes as they are.
-  void (*prepare)(const std::string& bytes, Rng& rng, const std::string& path) = nullptr;
+  /// Whether accepted mutants join the pool. Not for recordings: HDF5 stamps
+  /// edited objects with the time of day, so their bytes would differ from
+  /// run to run, and with them every later input.
+  bool grow_pool = true;
+  /// Writes the input to `path` (`bytes_mutated`: the driver's byte
+  /// mutations changed it); structure-aware targets change it further here
+  /// (gzip an IDX file, edit a recording's datasets). Default: the bytes as
+  /// they are.
+  void (*prepare)(const std::string& bytes, bool bytes_mutated, Rng& rng, const std::string& path) = nullptr;
   /// Runs the readers on the file at `path`: returns when they accept it,
   /// throws their error when they reject it, throws Defect when what they
   /// returned is wrong. Deterministic: the same file, the same outcome.
