@@ -23,6 +23,7 @@
 
 #include "commands.h"
 #include "neuron_flags.h"
+#include "validators.h"
 #include "snn/core/atomic_file.h"
 #include "snn/core/build_info.h"
 #include "snn/core/error.h"
@@ -77,12 +78,12 @@ void add_sim_flags(CLI::App* cmd, SimFlags& f) {
                   "that the slowest stage is fastest (default: even split)");
   cmd->add_option("--steps-per-tick", f.steps_per_tick, "Steps per pipeline block K (0 = T)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0));
   cmd->add_option("--threads", f.threads, "LibTorch intra-op threads (0 = LibTorch's default)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0));
   cmd->add_option("--data-dir", f.data_dir, "Folder with MNIST-format IDX files (plain or .gz)")->capture_default_str();
-  cmd->add_option("--batch-size", f.batch_size, "Samples per batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", f.batch_size, "Samples per batch")->capture_default_str()->check(whole_number(1));
 }
 
 // --balance auto: measures the layers on the first batch of `images` and sets
@@ -531,25 +532,29 @@ Run add_train_command(CLI::App& app) {
                                      "surrogate-gradient BPTT (Adam), saving an HDF5 checkpoint after every epoch");
   cmd->add_option("--layers", f->layers, "Layer sizes, input first")->capture_default_str();
   add_neuron_flags(cmd, f->neuron, /*with_surrogate=*/true);
-  cmd->add_option("--T", f->steps, "Steps per sample")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", f->seed, "Seed of weights, encoder and batch order")->capture_default_str();
-  cmd->add_option("--epochs", f->epochs, "Epochs")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--lr", f->lr, "Adam learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--T", f->steps, "Steps per sample")->capture_default_str()->check(whole_number(1));
+  cmd->add_option("--seed", f->seed, "Seed of weights, encoder and batch order")
+      ->capture_default_str()
+      ->check(whole_number(0));
+  cmd->add_option("--epochs", f->epochs, "Epochs")->capture_default_str()->check(whole_number(1));
+  cmd->add_option("--lr", f->lr, "Adam learning rate")->capture_default_str()->check(number_above(0));
   cmd->add_option("--loss", f->loss, "mse (rates vs one-hot) or ce (cross-entropy on counts)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"mse", "ce"}));
-  cmd->add_option("--limit", f->limit, "Train on the first N samples only (-1: all)")->capture_default_str();
+      ->check(one_of({"mse", "ce"}));
+  cmd->add_option("--limit", f->limit, "Train on the first N samples only (-1: all)")
+      ->capture_default_str()
+      ->check(whole_number_or(1, -1, "all"));
   cmd->add_option("--weight-decay", f->weight_decay, "Adam's L2 penalty on all parameters")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_at_least(0));
   cmd->add_option("--lr-schedule", f->lr_schedule,
                   "constant, or cosine: lr * (1 + cos(pi * epoch / epochs)) / 2, annealed over --epochs")
       ->capture_default_str()
-      ->check(CLI::IsMember({"constant", "cosine"}));
+      ->check(one_of({"constant", "cosine"}));
   cmd->add_option("--augment-shift", f->augment_shift,
                   "Shift each training image by up to N pixels per axis (drawn per seed, epoch and sample; 0: off)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 64));
+      ->check(whole_number(0, 64));
   cmd->add_option("--checkpoint", f->checkpoint,
                   "Output checkpoint (HDF5), rewritten after every epoch (default: snnsim-checkpoint.h5, or the "
                   "--resume file)");
@@ -570,11 +575,13 @@ Run add_run_command(CLI::App& app) {
                                      "Simulate a data split through a trained network for T steps: accuracy, "
                                      "firing rate per layer and accuracy as a function of t");
   cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint written by snnsim train (required unless --resume)");
-  cmd->add_option("--split", f->split, "test or train")->capture_default_str()->check(CLI::IsMember({"test", "train"}));
+  cmd->add_option("--split", f->split, "test or train")->capture_default_str()->check(one_of({"test", "train"}));
   cmd->add_option("--T", f->steps, "Steps per sample (0: the checkpoint's)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--limit", f->limit, "Simulate the first N samples only (-1: all)")->capture_default_str();
+      ->check(whole_number(0));
+  cmd->add_option("--limit", f->limit, "Simulate the first N samples only (-1: all)")
+      ->capture_default_str()
+      ->check(whole_number_or(1, -1, "all"));
   cmd->add_option("--summary", f->summary, "Write the results as JSON to this file");
   cmd->add_option("--output", f->output,
                   "Record to this HDF5 file (SONATA-compatible spikes, per-sample rows, provenance), streamed while "
@@ -587,7 +594,7 @@ Run add_run_command(CLI::App& app) {
   cmd->add_flag("--overwrite", f->overwrite, "Replace an existing --output file");
   cmd->add_option("--dt", f->dt, "Duration of a step in ms, the recording's time unit")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(number_above(0));
   cmd->add_option("--tau", f->tau, "Override the neurons' time constant (steps; not for plif)");
   cmd->add_option("--v-threshold", f->v_threshold, "Override the firing threshold");
   cmd->add_option("--v-reset", f->v_reset, "Override the reset: a value, or 'none' for a soft reset");

@@ -175,11 +175,11 @@ printf '{"train": {"layers": "784-24-10", "T": 3, "epochs": 1, "threads": 1, "de
 grep -q "^training 784-24-10 on .*T = 3," "$tmp/json.out" && [[ -f "$tmp/json.h5" ]] && ok ||
   fail "JSON config not applied: $(cat "$tmp/json.out")"
 printf '{"train": {"layerz": 3}}' >"$tmp/typo.json"
-expect_error "JSON config typo" "train.layerz" --config "$tmp/typo.json" train --data-dir "$fixture"
+expect_error "JSON config typo" "\"train\" has no key \"layerz\" (did you mean \"layers\"?)" --config "$tmp/typo.json" train --data-dir "$fixture"
 printf '{"train": {"layers": ' >"$tmp/broken.json"
 expect_error "broken JSON config" "does not parse" --config "$tmp/broken.json" train --data-dir "$fixture"
 printf '[train]\nlayerz = "784-24-10"\n' >"$tmp/typo.toml"
-expect_error "config typo" "train.layerz" --config "$tmp/typo.toml" train --data-dir "$fixture"
+expect_error "config typo" "line 2: \[train\] has no key 'layerz' (did you mean 'layers'?)" --config "$tmp/typo.toml" train --data-dir "$fixture"
 expect_error "missing config" "not readable" --config "$tmp/none.toml" train
 
 # A checkpoint that does not match its network: a parameter missing or of the wrong shape.

@@ -45,7 +45,8 @@ interrupted() {
   wait "$pid"
   [[ -e "$out.partial" && ! -e "$out" ]]
 }
-long=(--split train --limit 4000 --T 32 --batch-size 16 --threads 1 --record hidden,output)
+# Batches of one sample: thousands of commits, several seconds, whatever the CPU.
+long=(--split train --T 32 --batch-size 1 --threads 1 --record hidden,output)
 
 # 1. A run with overrides resumes (they used to be lost, so it never could)
 #    and equals the uninterrupted run.
@@ -98,8 +99,8 @@ expect_error "resume with another setting" "--gain cannot be given with --resume
 
 # 3. Values that were silently accepted.
 run=(run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --threads 1)
-expect_error "run --limit 0" "--limit: expected a number of samples >= 1, or -1 for all, got 0" "${run[@]}" --limit 0
-expect_error "run --limit -5" "got -5" "${run[@]}" --limit -5
+expect_error "run --limit 0" "--limit: expected a whole number >= 1, or -1 (all), got '0'" "${run[@]}" --limit 0
+expect_error "run --limit -5" "got '-5'" "${run[@]}" --limit -5
 expect_error "train --limit 0" "--limit: expected" "${train[@]}" --limit 0 --checkpoint "$tmp/x.h5"
 expect_error "--record without --output" "--record needs --output FILE" "${run[@]}" --record hidden
 expect_error "a misspelt --record without --output" "--record needs --output" "${run[@]}" --record hiden
