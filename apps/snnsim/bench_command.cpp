@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "neuron_flags.h"
+#include "validators.h"
 #include "snn/core/error.h"
 #include "snn/datasets/idx.h"
 #include "snn/simulator/checkpoint.h"
@@ -53,7 +54,7 @@ std::vector<int64_t> parse_ks(const std::string& text) {
 }
 
 void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
-  if (f.threads > 0) at::set_num_threads(f.threads);
+  if (f.threads > 0) set_intra_op_threads(f.threads);
   const int threads = at::get_num_threads();
   const auto has = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
   std::unique_ptr<SpikingNetwork> net;
@@ -63,18 +64,12 @@ void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
                              "--v-reset", "--refractory"}) {
       if (has(flag)) throw Error(std::string(flag) + " cannot be combined with --checkpoint (the network is the checkpoint's)");
     }
-    LoadedCheckpoint loaded = load_checkpoint(f.checkpoint);
-    c = loaded.network->config();
-    c.steps = f.steps;
-    c.devices = split_list(f.devices);
-    c.balance.clear();
-    c.steps_per_tick = 0;
-    c.validate();
-    net = std::make_unique<SpikingNetwork>(c);
-    torch::NoGradGuard no_grad;
-    const auto src = loaded.network->named_parameters();
-    const auto dst = net->named_parameters();
-    for (size_t i = 0; i < dst.size(); ++i) dst[i].second.copy_(src[i].second);
+    NetworkOverrides overrides;
+    overrides.steps = f.steps;
+    Placement placement;
+    placement.devices = split_list(f.devices);
+    net = load_network(f.checkpoint, overrides, placement).network;
+    c = net->config();
   } else {
     c.layers = NetworkConfig::parse_layers(f.layers);
     c.neuron = neuron_params(f.neuron);
@@ -202,26 +197,28 @@ Run add_bench_command(CLI::App& app) {
       "per-step LibTorch loop (BLAS GEMMs, one tensor op per formula) in the same run");
   cmd->add_option("--layers", f->layers, "Layer sizes, input first")->capture_default_str();
   add_neuron_flags(cmd, f->neuron, /*with_surrogate=*/false);
-  cmd->add_option("--batch", f->batch, "Samples per batch (B)")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--T", f->steps, "Steps per sample")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch", f->batch, "Samples per batch (B)")->capture_default_str()->check(whole_number(1));
+  cmd->add_option("--T", f->steps, "Steps per sample")->capture_default_str()->check(whole_number(1));
   cmd->add_option("--steps-per-tick", f->steps_per_tick, "Pipeline block lengths K to time, comma-separated (0 = T)")
       ->capture_default_str();
   cmd->add_option("--threads", f->threads, "LibTorch intra-op threads (0 = LibTorch's default)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0));
   cmd->add_option("--devices", f->devices, "Pipeline stages' devices, comma-separated (cpu, cuda:N)")
       ->capture_default_str();
   cmd->add_option("--path", f->path, "Synapse kernel: auto (CPU: by measured firing; GPU: the ordered event kernel), dense (CPU: register-tiled; GPU: cuBLAS) or event")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "dense", "event"}));
+      ->check(one_of({"auto", "dense", "event"}));
   cmd->add_option("--checkpoint", f->checkpoint, "Use a trained network (snnsim train's checkpoint) instead");
   cmd->add_option("--weight-scale", f->weight_scale,
                   "Random weights: torch::nn::Linear's initialisation times this (an untrained network hardly fires)")
       ->capture_default_str();
-  cmd->add_option("--seed", f->seed, "Seed of the random weights and the encoder")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "Seed of the random weights and the encoder")
+      ->capture_default_str()
+      ->check(whole_number(0));
   cmd->add_option("--data-dir", f->data_dir, "Folder with MNIST-format IDX files; the first B test images are the input")
       ->capture_default_str();
-  cmd->add_option("--reps", f->reps, "Timed repetitions; the best counts")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--reps", f->reps, "Timed repetitions; the best counts")->capture_default_str()->check(whole_number(1));
   cmd->add_flag("--json", f->json, "Print the results as JSON");
   cmd->add_flag("--no-naive", f->no_naive, "Skip the naive reference loop");
   cmd->add_option("--save-weights", f->save_weights,

@@ -23,10 +23,13 @@
 
 #include "commands.h"
 #include "neuron_flags.h"
+#include "validators.h"
+#include "snn/core/atomic_file.h"
 #include "snn/core/build_info.h"
 #include "snn/core/error.h"
 #include "snn/datasets/idx.h"
 #include "snn/simulator/checkpoint.h"
+#include "snn/simulator/run_recording.h"
 #include "snn/recording/recording_file.h"
 #include "snn/simulator/training.h"
 
@@ -75,12 +78,12 @@ void add_sim_flags(CLI::App* cmd, SimFlags& f) {
                   "that the slowest stage is fastest (default: even split)");
   cmd->add_option("--steps-per-tick", f.steps_per_tick, "Steps per pipeline block K (0 = T)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0));
   cmd->add_option("--threads", f.threads, "LibTorch intra-op threads (0 = LibTorch's default)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number(0));
   cmd->add_option("--data-dir", f.data_dir, "Folder with MNIST-format IDX files (plain or .gz)")->capture_default_str();
-  cmd->add_option("--batch-size", f.batch_size, "Samples per batch")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--batch-size", f.batch_size, "Samples per batch")->capture_default_str()->check(whole_number(1));
 }
 
 // --balance auto: measures the layers on the first batch of `images` and sets
@@ -99,12 +102,23 @@ void auto_balance(const SimFlags& f, SpikingNetwork& net, const torch::Tensor& i
   std::cout << "balance auto: " << layers << " layers per stage (measured ms per layer: " << ms << ")\n";
 }
 
-void apply_sim_flags(const SimFlags& f, NetworkConfig& c) {
-  c.devices = split_list(f.devices);
-  c.balance = (f.balance.empty() || f.balance == "auto") ? std::vector<int64_t>{} : parse_balance(f.balance);
-  c.steps_per_tick = f.steps_per_tick;
-  if (f.threads > 0) at::set_num_threads(f.threads);
-  c.validate();
+Placement placement_of(const SimFlags& f) {
+  Placement p;
+  p.devices = split_list(f.devices);
+  p.balance = (f.balance.empty() || f.balance == "auto") ? std::vector<int64_t>{} : parse_balance(f.balance);
+  p.steps_per_tick = f.steps_per_tick;
+  p.threads = f.threads;
+  return p;
+}
+
+void apply_sim_flags(const SimFlags& f, NetworkConfig& c) { placement_of(f).apply(c); }
+
+// --limit: -1 for all, else at least one sample (0 would simulate nothing,
+// and other negatives are typos, not "all").
+void check_limit(int64_t limit) {
+  if (limit != -1 && limit < 1) {
+    throw Error("--limit: expected a number of samples >= 1, or -1 for all, got " + std::to_string(limit));
+  }
 }
 
 // A progress line redrawn in place on a terminal; nothing otherwise.
@@ -146,24 +160,34 @@ struct TrainFlags {
   int64_t augment_shift = 0;
   std::string checkpoint;
   std::string resume;
+  bool overwrite = false;
   SimFlags sim;
 };
 
-// Flags that define the network or the training and so cannot change when
-// resuming: the checkpoint's values are used.
-const std::vector<std::string> kFixedWhenResuming = {
-    "--layers", "--model", "--tau", "--decay-input", "--v-threshold", "--v-reset", "--refractory", "--surrogate",
-    "--T",      "--seed",  "--lr",  "--loss",        "--limit",       "--batch-size", "--weight-decay",
-    "--lr-schedule", "--augment-shift"};
+// The flags `train --resume` accepts: the epochs to reach, where the
+// checkpoint goes, and placement, none of which changes the result. Every
+// other flag defines the network or the training, which continue as the
+// checkpoint says.
+const std::vector<std::string> kTrainResumeFlags = {"--resume",     "--epochs",  "--checkpoint", "--overwrite",
+                                                    "--devices",    "--balance", "--threads",    "--steps-per-tick",
+                                                    "--data-dir"};
 
 void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   if (!f.resume.empty()) {
     for (const auto& name : given) {
-      if (std::find(kFixedWhenResuming.begin(), kFixedWhenResuming.end(), name) != kFixedWhenResuming.end()) {
+      if (std::find(kTrainResumeFlags.begin(), kTrainResumeFlags.end(), name) == kTrainResumeFlags.end()) {
         throw Error(name + " cannot change when resuming: --resume continues with the checkpoint's network and "
                     "training options");
       }
     }
+  }
+  check_limit(f.limit);
+  const std::string out_path = f.checkpoint.empty() ? (f.resume.empty() ? "snnsim-checkpoint.h5" : f.resume) : f.checkpoint;
+  // Only the checkpoint being continued may be replaced without --overwrite:
+  // anything else at that path (an older training, a recording) is kept.
+  struct stat st {};
+  if (!f.overwrite && out_path != f.resume && ::stat(out_path.c_str(), &st) == 0) {
+    throw Error("checkpoint '" + out_path + "' exists; pass --overwrite to replace it");
   }
   NetworkConfig c;
   TrainOptions o;
@@ -199,21 +223,22 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
     o.epochs = f.epochs;
     o.augment_shift = f.augment_shift;
   }
-  apply_sim_flags(f.sim, c);
+  std::unique_ptr<SpikingNetwork> built;
+  if (resumed.network) {
+    built = rebuild_network(*resumed.network, {}, placement_of(f.sim));
+  } else {
+    apply_sim_flags(f.sim, c);
+    built = std::make_unique<SpikingNetwork>(c);
+  }
+  SpikingNetwork& net = *built;
   const ImageDataset data = load_image_dataset(f.sim.data_dir, c.layers.back());
-  SpikingNetwork net(c);
   net.prepare_input(data.train.images.narrow(0, 0, 1));  // input size check before any output
   auto_balance(f.sim, net, data.train.images);
   Trainer trainer(net, o);
-  if (resumed.network) {
-    torch::NoGradGuard no_grad;
-    const auto src = resumed.network->named_parameters();
-    const auto dst = net.named_parameters();
-    for (size_t i = 0; i < dst.size(); ++i) dst[i].second.copy_(src[i].second);
-    trainer.load_optimizer_state(resumed.optimizer);
-  }
-  const std::string out_path = f.checkpoint.empty() ? (f.resume.empty() ? "snnsim-checkpoint.h5" : f.resume) : f.checkpoint;
-  std::cout << fmt::format("training {} on {} ({} train / {} test samples), T = {}, {} threads\n", f.layers,
+  if (resumed.network) trainer.load_optimizer_state(resumed.optimizer);
+  std::string layers;
+  for (const int64_t n : c.layers) layers += (layers.empty() ? "" : "-") + std::to_string(n);
+  std::cout << fmt::format("training {} on {} ({} train / {} test samples), T = {}, {} threads\n", layers,
                            f.sim.data_dir, o.limit < 0 ? data.train.size() : std::min(o.limit, data.train.size()),
                            data.test.size(), c.steps, at::get_num_threads())
             << std::flush;
@@ -251,134 +276,63 @@ struct RunFlags {
   SimFlags sim;
 };
 
-// Applies run's overrides of the neuron, encoder gain and seed to c.
-void apply_overrides(const RunFlags& f, NetworkConfig& c) {
-  if (!f.tau.empty()) {
-    if (c.neuron.model == NeuronModel::kParametricLIF) {
-      throw Error("--tau: a plif network learned its time constants; they cannot be overridden");
-    }
-    c.neuron.tau = parse_number("--tau", f.tau);
+// The whole number a flag holds (seed, refractory: given as text so that
+// "not given" differs from 0).
+int64_t parse_whole(const std::string& flag, const std::string& text, int64_t least) {
+  const double v = parse_number(flag, text);
+  if (v < static_cast<double>(least) || v != std::floor(v) || v > 9.2e18) {
+    throw Error(flag + ": expected a whole number >= " + std::to_string(least) + ", got '" + text + "'");
   }
-  if (!f.v_threshold.empty()) c.neuron.v_threshold = parse_number("--v-threshold", f.v_threshold);
+  return static_cast<int64_t>(v);
+}
+
+// The flags' result-deciding settings (everything but placement).
+RunOptions run_options_of(const RunFlags& f) {
+  RunOptions r;
+  r.checkpoint = f.checkpoint;
+  r.data_dir = f.sim.data_dir;
+  r.split = f.split;
+  r.limit = f.limit;
+  r.record = f.record;
+  r.record_v = f.record_v;
+  r.record_input = f.record_input;
+  r.dt_ms = f.dt;
+  r.compress = f.compress;
+  NetworkOverrides& o = r.overrides;
+  if (f.steps > 0) o.steps = f.steps;
+  if (!f.tau.empty()) o.tau = parse_number("--tau", f.tau);
+  if (!f.v_threshold.empty()) o.v_threshold = parse_number("--v-threshold", f.v_threshold);
   if (!f.v_reset.empty()) {
-    c.neuron.v_reset = f.v_reset == "none" ? std::nullopt : std::optional<double>(parse_number("--v-reset", f.v_reset));
+    o.v_reset = f.v_reset == "none" ? std::optional<double>() : std::optional<double>(parse_number("--v-reset", f.v_reset));
   }
-  if (!f.refractory.empty()) {
-    const double r = parse_number("--refractory", f.refractory);
-    if (r < 0 || r != std::floor(r)) throw Error("--refractory: expected whole steps >= 0, got '" + f.refractory + "'");
-    c.neuron.refractory = static_cast<int64_t>(r);
-  }
-  if (!f.gain.empty()) c.input_gain = parse_number("--gain", f.gain);
-  if (!f.seed.empty()) {
-    const double s = parse_number("--seed", f.seed);
-    if (s < 0 || s != std::floor(s)) throw Error("--seed: expected a whole number >= 0, got '" + f.seed + "'");
-    c.seed = static_cast<uint64_t>(s);
-  }
-  c.validate();
-}
-
-// What a recording keeps of its run, in /meta "run_options", so that
-// `run --resume FILE` continues it with the same settings.
-nlohmann::json run_options(const RunFlags& f) {
-  return {{"checkpoint", f.checkpoint}, {"data-dir", f.sim.data_dir}, {"split", f.split},
-          {"limit", f.limit},           {"T", f.steps},                {"record", f.record},
-          {"record-v", f.record_v},     {"record-input", f.record_input}, {"dt", f.dt},
-          {"compress", f.compress}};
-}
-
-// --resume FILE: the settings FILE was started with. Those settings cannot
-// be given again (as train --resume); placement flags (threads, devices,
-// batch size, steps per tick) may change, as they never change results.
-RunFlags resumed_flags(const RunFlags& f, const std::vector<std::string>& given) {
-  const std::string text = recording::read_meta_attribute(f.resume, "run_options");
-  if (text.empty()) {
-    throw Error("recording '" + f.resume + "' does not say how it was made (no run_options in /meta): it cannot be resumed");
-  }
-  nlohmann::json saved = nlohmann::json::parse(text);
-  for (const auto& [key, value] : saved.items()) {
-    if (std::find(given.begin(), given.end(), "--" + key) != given.end()) {
-      throw Error("--" + key + " cannot be given with --resume: the recording continues with its own settings (" +
-                  key + " = " + value.dump() + ")");
-    }
-  }
-  for (const char* flag : {"--output", "--overwrite", "--max-record-bytes"}) {
-    if (std::find(given.begin(), given.end(), flag) != given.end()) {
-      throw Error(std::string(flag) + " cannot be given with --resume: the recording to continue is the --resume file");
-    }
-  }
-  RunFlags r = f;
-  try {
-    r.checkpoint = saved.at("checkpoint").get<std::string>();
-    r.sim.data_dir = saved.at("data-dir").get<std::string>();
-    r.split = saved.at("split").get<std::string>();
-    r.limit = saved.at("limit").get<int64_t>();
-    r.steps = saved.at("T").get<int64_t>();
-    r.record = saved.at("record").get<std::string>();
-    r.record_v = saved.at("record-v").get<std::string>();
-    r.record_input = saved.at("record-input").get<bool>();
-    r.dt = saved.at("dt").get<double>();
-    r.compress = saved.at("compress").get<bool>();
-    for (auto [key, field] : {std::pair{"tau", &r.tau}, {"v-threshold", &r.v_threshold}, {"v-reset", &r.v_reset},
-                              {"refractory", &r.refractory}, {"gain", &r.gain}, {"seed", &r.seed}}) {
-      *field = saved.value(key, std::string());
-    }
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("recording '" + f.resume + "': run_options in /meta is incomplete: " + e.what());
-  }
-  r.output = f.resume;
+  if (!f.refractory.empty()) o.refractory = parse_whole("--refractory", f.refractory, 0);
+  if (!f.gain.empty()) o.gain = parse_number("--gain", f.gain);
+  if (!f.seed.empty()) o.seed = static_cast<uint64_t>(parse_whole("--seed", f.seed, 0));
   return r;
 }
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  return fmt::format("{:.1f} {}", b, units[u]);
-}
+// The flags `run --resume` accepts: where and how fast the run goes and where
+// its summary goes. Every other flag would change the recording's content,
+// which continues with the RunOptions it was started with.
+const std::vector<std::string> kRunResumeFlags = {"--resume",  "--summary",        "--devices", "--balance",
+                                                  "--threads", "--steps-per-tick", "--batch-size"};
 
-// The recording's size before compression, from the firing rates of a
-// first batch: 16 bytes per spike (timestamp, id), 4 per recorded potential
-// per step, and each sample's rows. Returns the line to print; an error
-// above `max_bytes`.
-std::string check_record_budget(SpikingNetwork& net, const LabeledImages& split, const RunFlags& f,
-                         const RecordRequest& record, int64_t samples, double max_bytes) {
-  const NetworkConfig& c = net.config();
-  const int64_t probe = std::min<int64_t>(f.sim.batch_size, samples);
-  const EvalResult first = evaluate(net, split, f.sim.batch_size, probe);
-  const double per_sample_steps = static_cast<double>(samples) * static_cast<double>(c.steps);
-  std::vector<std::string> parts;
-  double total = 0;
-  auto add = [&](const std::string& what, double bytes) {
-    total += bytes;
-    parts.push_back(what + " " + human_bytes(bytes));
-  };
-  if (record.record_input) {
-    const double rate = net.prepare_input(split.images.narrow(0, 0, probe)).mean().item<double>();
-    add("input spikes", 16.0 * rate * static_cast<double>(c.layers[0]) * per_sample_steps);
+// --resume FILE: the RunOptions the recording was started with.
+RunOptions resumed_options(const std::string& recording, const std::vector<std::string>& given) {
+  const std::string text = recording::read_meta_attribute(recording, "run_options");
+  if (text.empty()) {
+    throw Error("recording '" + recording + "' does not say how it was made (no run_options in /meta): it cannot be resumed");
   }
-  for (const auto& [layer, ids] : record.spikes) {
-    const double n = ids.empty() ? static_cast<double>(c.layers[layer + 1]) : static_cast<double>(ids.size());
-    add(population_name(c, layer) + " spikes", 16.0 * first.firing_rate[layer] * n * per_sample_steps);
+  const RunOptions saved = RunOptions::from_json(text, "recording '" + recording + "'");
+  const nlohmann::json values = nlohmann::json::parse(saved.to_json());
+  for (const auto& flag : given) {
+    if (std::find(kRunResumeFlags.begin(), kRunResumeFlags.end(), flag) != kRunResumeFlags.end()) continue;
+    const std::string key = flag.substr(2);
+    throw Error(flag + " cannot be given with --resume: the recording continues with the settings it was started " +
+                "with" + (values.contains(key) ? " (" + key + " = " + values.at(key).dump() + ")" : "") +
+                "; only --devices, --balance, --threads, --steps-per-tick, --batch-size and --summary may change");
   }
-  for (const auto& [layer, ids] : record.traces) {
-    add(population_name(c, layer) + " potentials", 4.0 * static_cast<double>(ids.size()) * per_sample_steps);
-  }
-  const double row = 2 + 2 + 8 + 8 + 4.0 * static_cast<double>(c.layers.back() + c.layers.size() - 1) +
-                     2.0 * static_cast<double>(c.steps) + 8.0 * static_cast<double>(record.spikes.size());
-  add("per-sample rows", row * static_cast<double>(samples));
-  std::string list;
-  for (const auto& p : parts) list += (list.empty() ? "" : ", ") + p;
-  if (max_bytes > 0 && total > max_bytes) {
-    throw Error(fmt::format("the recording would take about {} ({}), more than --max-record-bytes {}: record fewer "
-                            "layers or neurons (e.g. --record hidden:0-99), fewer samples (--limit), or raise the "
-                            "limit",
-                            human_bytes(total), list, human_bytes(max_bytes)));
-  }
-  return fmt::format("recording estimate (before compression, firing rates of the first {} samples): {} ({})", probe,
-                     human_bytes(total), list);
+  return saved;
 }
 
 // SIGINT and SIGTERM during a recording: the run finishes its batch,
@@ -396,118 +350,69 @@ void catch_stop_signals() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-// "hidden,output:0-9,3" style lists: a name (optionally ":ids") starts a
-// layer; bare numbers or ranges after it add ids to that layer.
-std::vector<std::pair<int64_t, std::vector<int64_t>>> parse_record_list(const std::string& flag, const std::string& text,
-                                                                        const NetworkConfig& c) {
-  std::vector<std::pair<int64_t, std::vector<int64_t>>> out;
-  const int64_t layers = static_cast<int64_t>(c.layers.size()) - 1;
-  std::vector<std::string> names;
-  for (int64_t i = 0; i < layers; ++i) names.push_back(population_name(c, i));
-  auto add_ids = [&](const std::string& token) {
-    if (out.empty()) throw Error(flag + ": '" + token + "' must follow a layer name");
-    const auto dash = token.find('-');
-    try {
-      std::size_t used = 0;
-      const int64_t a = std::stoll(token.substr(0, dash), &used);
-      if (used != token.substr(0, dash).size()) throw std::invalid_argument("");
-      int64_t b = a;
-      if (dash != std::string::npos) {
-        b = std::stoll(token.substr(dash + 1), &used);
-        if (used != token.substr(dash + 1).size() || b < a) throw std::invalid_argument("");
+void run_run(const RunFlags& f, const std::vector<std::string>& given) {
+  const bool resuming = !f.resume.empty();
+  const auto has = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
+  RunOptions o;
+  if (resuming) {
+    o = resumed_options(f.resume, given);
+  } else {
+    if (f.checkpoint.empty()) throw Error("run needs --checkpoint FILE (or --resume RECORDING)");
+    if (f.output.empty()) {
+      for (const char* flag : {"--record", "--record-v", "--record-input", "--compress", "--max-record-bytes",
+                               "--overwrite", "--dt"}) {
+        if (has(flag)) throw Error(std::string(flag) + " needs --output FILE (the recording it configures)");
       }
-      // Bounded by the layer before expanding, so a huge range cannot exhaust memory.
-      const int64_t size = c.layers[out.back().first + 1];
-      if (a < 0 || b >= size) throw std::out_of_range("");
-      for (int64_t i = a; i <= b; ++i) out.back().second.push_back(i);
-    } catch (const std::exception&) {
-      throw Error(flag + ": '" + token + "' is not a neuron id or an id range like 0-9 within layer '" +
-                  names[out.back().first] + "' (0.." + std::to_string(c.layers[out.back().first + 1] - 1) + ")");
     }
-  };
-  for (const auto& token : split_list(text)) {
-    if (token.empty()) continue;
-    const auto colon = token.find(':');
-    const std::string head = token.substr(0, colon);
-    if (!head.empty() && !std::isdigit(static_cast<unsigned char>(head[0]))) {
-      const auto it = std::find(names.begin(), names.end(), head);
-      if (it == names.end()) {
-        std::string all;
-        for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
-        throw Error(flag + ": no layer named '" + head + "' (this network has " + all + ")");
-      }
-      out.push_back({it - names.begin(), {}});
-      if (colon != std::string::npos) add_ids(token.substr(colon + 1));
-    } else {
-      add_ids(token);
-    }
+    o = run_options_of(f);
+    check_limit(o.limit);
+    o.validate();
+    o.resolve_paths();
   }
-  return out;
-}
-
-void run_run(const RunFlags& flags, const std::vector<std::string>& given) {
-  const RunFlags f = flags.resume.empty() ? flags : resumed_flags(flags, given);
-  if (f.checkpoint.empty()) throw Error("run needs --checkpoint FILE (or --resume RECORDING)");
-  LoadedCheckpoint ckpt = load_checkpoint(f.checkpoint);
-  NetworkConfig c = ckpt.network->config();
-  if (f.steps > 0) c.steps = f.steps;
-  apply_overrides(f, c);
-  apply_sim_flags(f.sim, c);
-  // Rebuild with the run's settings and the checkpoint's parameters.
-  SpikingNetwork net(c);
-  {
-    torch::NoGradGuard no_grad;
-    const auto src = ckpt.network->named_parameters();
-    const auto dst = net.named_parameters();
-    for (size_t i = 0; i < dst.size(); ++i) dst[i].second.copy_(src[i].second);
+  const std::string output = resuming ? f.resume : f.output;
+  LoadedNetwork loaded;
+  try {
+    loaded = load_network(o.checkpoint, o.overrides, placement_of(f.sim));
+  } catch (const Error& e) {
+    if (!resuming) throw;
+    throw Error(std::string(e.what()) + " (the checkpoint recording '" + f.resume + "' was started with)");
   }
-  const ImageDataset data = load_image_dataset(f.sim.data_dir, c.layers.back());
-  const LabeledImages& split = f.split == "train" ? data.train : data.test;
+  SpikingNetwork& net = *loaded.network;
+  const NetworkConfig& c = net.config();
+  const ImageDataset data = load_image_dataset(o.data_dir, c.layers.back());
+  const LabeledImages& split = o.split == "train" ? data.train : data.test;
   net.prepare_input(split.images.narrow(0, 0, 1));
   auto_balance(f.sim, net, split.images);
   RecordRequest record;
-  if (!f.output.empty()) {
-    record.path = f.output;
+  if (!output.empty()) {
+    record.path = output;
     record.overwrite = f.overwrite;
-    record.dt_ms = f.dt;
-    record.record_input = f.record_input;
-    record.deflate_spikes = f.compress;
-    record.resume = !f.resume.empty();
-    record.spikes = parse_record_list("--record", f.record, c);
-    record.traces = parse_record_list("--record-v", f.record_v, c);
-    std::string devices;
-    for (const auto& d : c.devices) devices += (devices.empty() ? "" : ",") + d;
-    const std::time_t now = std::time(nullptr);
-    char started[32];
-    std::strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-    record.meta = {{"config", c.to_json()},
-                   {"run_options", run_options(f).dump()},
-                   {"checkpoint", f.checkpoint},
-                   {"data_dir", f.sim.data_dir},
-                   {"split", f.split},
-                   {"seed", std::to_string(c.seed)},
-                   {"snnsim_version", kVersion},
-                   {"git_commit", kGitCommit},
-                   {"libtorch_version", kTorchVersion},
-                   {"hdf5_version", recording::hdf5_version()},
-                   {"devices", devices},
-                   {"threads", std::to_string(at::get_num_threads())},
-                   {"start_time", started}};
-    if (!record.resume) {
-      const int64_t samples = f.limit < 0 ? split.size() : std::min(f.limit, split.size());
-      const std::string estimate = check_record_budget(
-          net, split, f, record, samples, f.max_record_bytes.empty() ? 0 : parse_bytes("--max-record-bytes", f.max_record_bytes));
-      record.on_open = [estimate] { std::cout << estimate << "\n"; };
+    record.dt_ms = o.dt_ms;
+    record.record_input = o.record_input;
+    record.deflate_spikes = o.compress;
+    record.resume = resuming;
+    record.spikes = parse_population_list("--record", o.record, c);
+    record.traces = parse_population_list("--record-v", o.record_v, c);
+    record.meta = run_provenance(c, o, kGitCommit);
+    if (!resuming) {
+      const int64_t samples = o.limit < 0 ? split.size() : std::min(o.limit, split.size());
+      const RecordingEstimate estimate = estimate_recording(net, split, f.sim.batch_size, record, samples);
+      const double budget = f.max_record_bytes.empty() ? 0 : parse_bytes("--max-record-bytes", f.max_record_bytes);
+      if (budget > 0 && estimate.bytes > budget) {
+        throw Error(fmt::format("the recording would take about {} ({}), more than --max-record-bytes {}: record "
+                                "fewer layers or neurons (e.g. --record hidden:0-99), fewer samples (--limit), or "
+                                "raise the limit",
+                                human_bytes(estimate.bytes), estimate.parts_text(), human_bytes(budget)));
+      }
+      record.on_open = [line = estimate.describe()] { std::cout << line << "\n"; };
     }
     catch_stop_signals();
     record.stop_requested = [] { return g_stop_signal.load() != 0; };
-  } else if (!f.record_v.empty() || f.overwrite || f.record_input || f.compress || !f.max_record_bytes.empty()) {
-    throw Error("--record-v, --record-input, --compress, --max-record-bytes and --overwrite need --output FILE");
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const EvalResult r = evaluate(net, split, f.sim.batch_size, f.limit, f.output.empty() ? nullptr : &record);
+  const EvalResult r = evaluate(net, split, f.sim.batch_size, o.limit, output.empty() ? nullptr : &record);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::cout << fmt::format("{} split: {} samples, T = {}, accuracy {:.4f} ({:.1f} s)\n", f.split, r.samples, c.steps,
+  std::cout << fmt::format("{} split: {} samples, T = {}, accuracy {:.4f} ({:.1f} s)\n", o.split, r.samples, c.steps,
                            r.accuracy, secs);
   if (r.resumed_at > 0) {
     std::cout << fmt::format("resumed: samples 0..{} came from the recording, {} were simulated now\n",
@@ -520,11 +425,11 @@ void run_run(const RunFlags& flags, const std::vector<std::string>& given) {
   std::cout << "accuracy by step t:";
   for (double a : r.accuracy_by_step) std::cout << fmt::format(" {:.4f}", a);
   std::cout << "\n";
-  if (!f.output.empty()) std::cout << "recording: " << f.output << "\n";
+  if (!output.empty()) std::cout << "recording: " << output << "\n";
   if (!f.summary.empty()) {
-    nlohmann::json j{{"checkpoint", f.checkpoint},
-                     {"data_dir", f.sim.data_dir},
-                     {"split", f.split},
+    nlohmann::json j{{"checkpoint", o.checkpoint},
+                     {"data_dir", o.data_dir},
+                     {"split", o.split},
                      {"samples", r.samples},
                      {"steps", c.steps},
                      {"accuracy", r.accuracy},
@@ -535,10 +440,7 @@ void run_run(const RunFlags& flags, const std::vector<std::string>& given) {
                      {"threads", at::get_num_threads()},
                      {"snnsim_version", kVersion},
                      {"config", nlohmann::json::parse(c.to_json())}};
-    std::ofstream out(f.summary);
-    if (!out) throw Error("cannot write summary '" + f.summary + "'");
-    out << j.dump(2) << "\n";
-    if (!out) throw Error("cannot write summary '" + f.summary + "'");
+    write_file_atomically(f.summary, j.dump(2) + "\n");
   }
 }
 
@@ -630,28 +532,33 @@ Run add_train_command(CLI::App& app) {
                                      "surrogate-gradient BPTT (Adam), saving an HDF5 checkpoint after every epoch");
   cmd->add_option("--layers", f->layers, "Layer sizes, input first")->capture_default_str();
   add_neuron_flags(cmd, f->neuron, /*with_surrogate=*/true);
-  cmd->add_option("--T", f->steps, "Steps per sample")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", f->seed, "Seed of weights, encoder and batch order")->capture_default_str();
-  cmd->add_option("--epochs", f->epochs, "Epochs")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--lr", f->lr, "Adam learning rate")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--T", f->steps, "Steps per sample")->capture_default_str()->check(whole_number(1));
+  cmd->add_option("--seed", f->seed, "Seed of weights, encoder and batch order")
+      ->capture_default_str()
+      ->check(whole_number(0));
+  cmd->add_option("--epochs", f->epochs, "Epochs")->capture_default_str()->check(whole_number(1));
+  cmd->add_option("--lr", f->lr, "Adam learning rate")->capture_default_str()->check(number_above(0));
   cmd->add_option("--loss", f->loss, "mse (rates vs one-hot) or ce (cross-entropy on counts)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"mse", "ce"}));
-  cmd->add_option("--limit", f->limit, "Train on the first N samples only (-1: all)")->capture_default_str();
+      ->check(one_of({"mse", "ce"}));
+  cmd->add_option("--limit", f->limit, "Train on the first N samples only (-1: all)")
+      ->capture_default_str()
+      ->check(whole_number_or(1, -1, "all"));
   cmd->add_option("--weight-decay", f->weight_decay, "Adam's L2 penalty on all parameters")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(number_at_least(0));
   cmd->add_option("--lr-schedule", f->lr_schedule,
                   "constant, or cosine: lr * (1 + cos(pi * epoch / epochs)) / 2, annealed over --epochs")
       ->capture_default_str()
-      ->check(CLI::IsMember({"constant", "cosine"}));
+      ->check(one_of({"constant", "cosine"}));
   cmd->add_option("--augment-shift", f->augment_shift,
                   "Shift each training image by up to N pixels per axis (drawn per seed, epoch and sample; 0: off)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 64));
+      ->check(whole_number(0, 64));
   cmd->add_option("--checkpoint", f->checkpoint,
                   "Output checkpoint (HDF5), rewritten after every epoch (default: snnsim-checkpoint.h5, or the "
                   "--resume file)");
+  cmd->add_flag("--overwrite", f->overwrite, "Replace an existing --checkpoint file (other than the --resume one)");
   cmd->add_option("--resume", f->resume,
                   "Continue training from this checkpoint, with its network, training options and Adam state, "
                   "up to --epochs in total; the result equals an uninterrupted run");
@@ -668,11 +575,13 @@ Run add_run_command(CLI::App& app) {
                                      "Simulate a data split through a trained network for T steps: accuracy, "
                                      "firing rate per layer and accuracy as a function of t");
   cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint written by snnsim train (required unless --resume)");
-  cmd->add_option("--split", f->split, "test or train")->capture_default_str()->check(CLI::IsMember({"test", "train"}));
+  cmd->add_option("--split", f->split, "test or train")->capture_default_str()->check(one_of({"test", "train"}));
   cmd->add_option("--T", f->steps, "Steps per sample (0: the checkpoint's)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--limit", f->limit, "Simulate the first N samples only (-1: all)")->capture_default_str();
+      ->check(whole_number(0));
+  cmd->add_option("--limit", f->limit, "Simulate the first N samples only (-1: all)")
+      ->capture_default_str()
+      ->check(whole_number_or(1, -1, "all"));
   cmd->add_option("--summary", f->summary, "Write the results as JSON to this file");
   cmd->add_option("--output", f->output,
                   "Record to this HDF5 file (SONATA-compatible spikes, per-sample rows, provenance), streamed while "
@@ -685,7 +594,7 @@ Run add_run_command(CLI::App& app) {
   cmd->add_flag("--overwrite", f->overwrite, "Replace an existing --output file");
   cmd->add_option("--dt", f->dt, "Duration of a step in ms, the recording's time unit")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(number_above(0));
   cmd->add_option("--tau", f->tau, "Override the neurons' time constant (steps; not for plif)");
   cmd->add_option("--v-threshold", f->v_threshold, "Override the firing threshold");
   cmd->add_option("--v-reset", f->v_reset, "Override the reset: a value, or 'none' for a soft reset");

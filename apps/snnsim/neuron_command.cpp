@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "neuron_flags.h"
+#include "validators.h"
 #include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
 #include "snn/simulator/csv.h"
@@ -64,7 +65,7 @@ Run add_neuron_command(CLI::App& app) {
   add_neuron_flags(cmd, flags->neuron, /*with_surrogate=*/false);
   cmd->add_option("--dtype", flags->dtype, "Arithmetic precision: float32 or float64")
       ->capture_default_str()
-      ->check(CLI::IsMember({"float32", "float64"}));
+      ->check(one_of({"float32", "float64"}));
   cmd->add_option("--input", flags->input, "Input-current CSV file")->required();
   cmd->add_option("--output", flags->output, "Output CSV file (default: standard output)");
   return [cmd, flags] {

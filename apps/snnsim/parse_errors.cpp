@@ -164,6 +164,11 @@ std::string rule_of(const CLI::Option* opt) {
   if (kind == "a value" && (positive || non_negative)) kind = "a number";
   if (positive) return kind + (kind == "a whole number" ? " >= 1" : " > 0");
   if (non_negative) return kind + " >= 0";
+  // The descriptions of validators.h's checks: ">=1", "0..64".
+  std::smatch m;
+  static const std::regex at_least(":>=(-?[0-9.e+]+)"), between(":(-?[0-9.e+]+)\\.\\.(-?[0-9.e+]+)");
+  if (std::regex_search(type, m, at_least)) return kind + " >= " + m[1].str();
+  if (std::regex_search(type, m, between)) return kind + " from " + m[1].str() + " to " + m[2].str();
   return kind;
 }
 

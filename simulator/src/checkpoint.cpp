@@ -2,6 +2,9 @@
 
 #include <hdf5.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -61,6 +64,18 @@ torch::Tensor read_tensor(hid_t file, const std::string& name, c10::IntArrayRef 
   return buf;
 }
 
+// read_tensor, refusing NaN and infinities: a network with them runs
+// "fine" and silently predicts class 0 (a diverged training's checkpoint).
+torch::Tensor read_finite_tensor(hid_t file, const std::string& name, c10::IntArrayRef shape, const std::string& path) {
+  torch::Tensor t = read_tensor(file, name, shape, path);
+  const int64_t bad = t.numel() - torch::isfinite(t).sum().item<int64_t>();
+  if (bad > 0) {
+    throw Error("checkpoint '" + path + "': " + name + " holds " + std::to_string(bad) + " of " +
+                std::to_string(t.numel()) + " values that are NaN or infinite (a diverged training?)");
+  }
+  return t;
+}
+
 std::string training_json(const TrainOptions& o) {
   const nlohmann::json j{{"batch_size", o.batch_size},
                          {"lr", o.lr},
@@ -99,18 +114,36 @@ TrainOptions training_from_json(const std::string& text, const std::string& path
 void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t epoch, const Trainer* trainer) {
   QuietHdf5 quiet;
   const std::string tmp = path + ".partial";
-  {
-    Handle file(H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
-    if (!file.ok()) throw Error("cannot create checkpoint '" + path + "' (is the folder writable?)");
-    write_string_attribute(file.get(), "config", net.config().to_json());
-    write_string_attribute(file.get(), "snnsim_version", kVersion);
-    write_int_attribute(file.get(), "epoch", epoch);
-    Handle group(H5Gcreate2(file.get(), "parameters", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+  errno = 0;
+  const hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  if (file < 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());  // HDF5 may have made it before failing to write its superblock
+    throw Error("cannot write checkpoint '" + path + "': " +
+                (err ? std::strerror(err) : "HDF5 cannot create '" + tmp + "' (is the folder writable?)"));
+  }
+  // A failed write (a full disk) must leave the previous checkpoint as it
+  // was and no HDF5 file open: one left open with unwritable dirty metadata
+  // is flushed again by HDF5's exit-time cleanup, which then crashes.
+  auto abandon = [&](std::string why) {
+    const int err = errno;
+    const std::string prefix = "checkpoint '" + path + "': ";
+    if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
+    H5Fclose(file);
+    ::unlink(tmp.c_str());
+    throw Error("cannot write checkpoint '" + path + "': " + why + (err ? std::string(": ") + std::strerror(err) : ""));
+  };
+  try {
+    errno = 0;
+    write_string_attribute(file, "config", net.config().to_json());
+    write_string_attribute(file, "snnsim_version", kVersion);
+    write_int_attribute(file, "epoch", epoch);
+    Handle group(H5Gcreate2(file, "parameters", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
     const auto named = net.named_parameters();
     for (const auto& [name, param] : named) write_tensor(group.get(), name, param, path);
     if (trainer != nullptr) {
-      write_string_attribute(file.get(), "training", training_json(trainer->options()));
-      Handle opt(H5Gcreate2(file.get(), "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      write_string_attribute(file, "training", training_json(trainer->options()));
+      Handle opt(H5Gcreate2(file, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
       const auto moments = trainer->optimizer_state();
       std::vector<int64_t> steps;
       for (size_t i = 0; i < named.size(); ++i) {
@@ -127,10 +160,20 @@ void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t
       check(H5Dwrite(ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, steps.data()),
             "checkpoint '" + path + "': cannot write optimizer steps");
     }
-    check(H5Fflush(file.get(), H5F_SCOPE_GLOBAL), "checkpoint '" + path + "': cannot flush");
+    check(H5Fflush(file, H5F_SCOPE_GLOBAL), "cannot flush");
+  } catch (const Error& e) {
+    abandon(e.what());
+  }
+  if (H5Fclose(file) < 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error("cannot write checkpoint '" + path + "': closing it failed" +
+                (err ? std::string(": ") + std::strerror(err) : ""));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw Error("cannot move '" + tmp + "' to '" + path + "': " + std::strerror(errno));
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error("cannot move '" + tmp + "' to '" + path + "': " + std::strerror(err));
   }
 }
 
@@ -160,9 +203,12 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
   LoadedCheckpoint out;
   out.network = std::make_unique<SpikingNetwork>(NetworkConfig::from_json(read_string_attribute(file.get(), "config", path)));
   out.epoch = read_int_attribute(file.get(), "epoch", path);
+  if (out.epoch < 0) throw Error("checkpoint '" + path + "': epoch is " + std::to_string(out.epoch) + ", not >= 0");
   torch::NoGradGuard no_grad;
   const auto named = out.network->named_parameters();
-  for (const auto& [name, param] : named) param.copy_(read_tensor(file.get(), "parameters/" + name, param.sizes(), path));
+  for (const auto& [name, param] : named) {
+    param.copy_(read_finite_tensor(file.get(), "parameters/" + name, param.sizes(), path));
+  }
   if (H5Aexists(file.get(), "training") > 0) {
     out.has_training_state = true;
     out.training = training_from_json(read_string_attribute(file.get(), "training", path), path);
@@ -181,14 +227,60 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
       AdamMoments m;
       m.step = steps[i];
       if (m.step > 0) {
-        m.exp_avg = read_tensor(file.get(), "optimizer/" + named[i].first + ".exp_avg", named[i].second.sizes(), path);
+        m.exp_avg =
+            read_finite_tensor(file.get(), "optimizer/" + named[i].first + ".exp_avg", named[i].second.sizes(), path);
         m.exp_avg_sq =
-            read_tensor(file.get(), "optimizer/" + named[i].first + ".exp_avg_sq", named[i].second.sizes(), path);
+            read_finite_tensor(file.get(), "optimizer/" + named[i].first + ".exp_avg_sq", named[i].second.sizes(), path);
       }
       out.optimizer.push_back(m);
     }
   }
   return out;
+}
+
+}  // namespace snn
+
+namespace snn {
+
+std::unique_ptr<SpikingNetwork> rebuild_network(const SpikingNetwork& from, const NetworkOverrides& overrides,
+                                                const Placement& placement) {
+  NetworkConfig c = from.config();
+  overrides.apply(c);
+  placement.apply(c);
+  auto out = std::make_unique<SpikingNetwork>(c);
+  torch::NoGradGuard no_grad;
+  const auto src = from.named_parameters();
+  const auto dst = out->named_parameters();
+  // Overrides and placement never add or reshape parameters.
+  if (src.size() != dst.size()) throw InternalError("rebuild_network: the rebuilt network has other parameters");
+  for (size_t i = 0; i < dst.size(); ++i) dst[i].second.copy_(src[i].second);
+  return out;
+}
+
+LoadedNetwork load_network(const std::string& path, const NetworkOverrides& overrides, const Placement& placement) {
+  LoadedCheckpoint ckpt = load_checkpoint(path);
+  LoadedNetwork out;
+  out.epoch = ckpt.epoch;
+  out.parameters_hash = parameters_hash(*ckpt.network);
+  out.network = rebuild_network(*ckpt.network, overrides, placement);
+  return out;
+}
+
+std::string parameters_hash(const SpikingNetwork& network) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a offset basis
+  auto add = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  for (const auto& [name, param] : network.named_parameters()) {
+    add(name.data(), name.size() + 1);  // with the terminating zero: "a"+"bc" differs from "ab"+"c"
+    for (const int64_t d : param.sizes()) add(&d, sizeof(d));
+    const torch::Tensor t = param.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    add(t.data_ptr<float>(), static_cast<size_t>(t.numel()) * sizeof(float));
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  return hex;
 }
 
 }  // namespace snn

@@ -3,7 +3,12 @@
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <atomic>
+#include <nlohmann/json.hpp>
 #include <chrono>
 #include <cmath>
 #include <memory>
@@ -16,6 +21,7 @@
 #include "snn/pipeline/bounded_queue.h"
 #include "snn/recording/events.h"
 #include "snn/recording/recording_file.h"
+#include "snn/simulator/checkpoint.h"
 #include "snn/simulator/fused_adam.h"
 
 namespace snn {
@@ -74,9 +80,43 @@ void Trainer::load_optimizer_state(const std::vector<AdamMoments>& state) {
   }
 }
 
+double memory_estimate(const NetworkConfig& c, int64_t batch_size, bool training) {
+  const double B = static_cast<double>(batch_size), T = static_cast<double>(c.steps);
+  const double K = c.steps_per_tick > 0 ? std::min(T, static_cast<double>(c.steps_per_tick)) : T;
+  double neurons = 0;
+  for (size_t i = 1; i < c.layers.size(); ++i) neurons += static_cast<double>(c.layers[i]);
+  const double inputs = static_cast<double>(c.layers.front()), classes = static_cast<double>(c.layers.back());
+  if (training) {
+    // BPTT keeps every step: currents, potentials, spikes and their
+    // gradients (about 6 floats per neuron-step), and the input spikes.
+    return B * T * (24.0 * neurons + inputs);
+  }
+  // Per block of K steps: input spikes (bool), currents and potentials
+  // (float); per sample and step: the output, its running sum and the
+  // predictions by step (int64).
+  return B * K * (inputs + 12.0 * neurons) + B * T * (12.0 * classes + 16.0);
+}
+
+void check_memory(const NetworkConfig& c, int64_t batch_size, bool training) {
+  const double need = memory_estimate(c, batch_size, training);
+  const double have = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (have > 0 && need > 0.8 * have) {
+    auto gib = [](double b) { return b / double(int64_t{1} << 30); };
+    std::string layers;
+    for (auto l : c.layers) layers += (layers.empty() ? "" : "-") + std::to_string(l);
+    throw Error(fmt::format("T = {} steps with batch size {} needs about {:.3g} GiB of memory to {} the {} network, "
+                            "more than 80% of this machine's {:.1f} GiB: lower T or the batch size{}",
+                            c.steps, batch_size, gib(need), training ? "train" : "simulate", layers, gib(have),
+                            training ? "" : ", or set --steps-per-tick to bound a block's memory"));
+  }
+}
+
 namespace {
 int64_t used_samples(const LabeledImages& data, int64_t limit) {
   if (data.size() == 0) throw Error("the data split holds no samples");
+  if (limit == 0 || limit < -1) {
+    throw Error("limit: expected a number of samples >= 1, or -1 for all, got " + std::to_string(limit));
+  }
   return limit < 0 ? data.size() : std::min(limit, data.size());
 }
 }  // namespace
@@ -92,6 +132,7 @@ Trainer::Trainer(SpikingNetwork& network, TrainOptions options)
   if (options_.augment_shift < 0) {
     throw Error("image shift must be >= 0 pixels, got " + std::to_string(options_.augment_shift));
   }
+  check_memory(net_.config(), options_.batch_size, /*training=*/true);
   adam_ = std::make_unique<torch::optim::Adam>(
       net_.parameters(), torch::optim::AdamOptions(options_.lr).weight_decay(options_.weight_decay));
 }
@@ -158,6 +199,53 @@ int64_t batch_bytes(const recording::SampleBatch& b) {
   return n;
 }
 
+// A config as JSON without its placement (devices, balance, steps per
+// tick), which may change when a recording is resumed.
+// "neuron.tau: 2.0 then, 3.0 now": the first JSON value that differs.
+std::string first_difference(const std::string& then_text, const std::string& now_text) {
+  const nlohmann::json a = nlohmann::json::parse(then_text), b = nlohmann::json::parse(now_text);
+  const nlohmann::json patch = nlohmann::json::diff(a, b);
+  if (patch.empty() || !patch[0].contains("path")) return "the configs differ";
+  const std::string where = patch[0]["path"].get<std::string>();
+  const nlohmann::json::json_pointer p(where);
+  std::string key = where.substr(1);
+  std::replace(key.begin(), key.end(), '/', '.');
+  return key + ": " + (a.contains(p) ? a.at(p).dump() : "none") + " then, " + (b.contains(p) ? b.at(p).dump() : "none") +
+         " now";
+}
+
+std::string network_json(NetworkConfig c) {
+  c.devices = {"cpu"};
+  c.balance.clear();
+  c.steps_per_tick = 0;
+  return c.to_json();
+}
+
+// Refuses to resume the recording at `path` with another network than the
+// one it was started with: another config (T, neuron, seed, gain, layers)
+// or other weights (a checkpoint replaced since). Reads only.
+void check_same_network(const std::string& path, const NetworkConfig& c, const std::string& hash) {
+  const std::string config = recording::read_meta_attribute(path, "config");
+  std::string started;
+  try {
+    started = network_json(NetworkConfig::from_json(config));
+  } catch (const Error& e) {
+    throw Error("recording '" + path + "': its /meta config is unreadable: " + e.what());
+  }
+  if (started != network_json(c)) {
+    throw Error("recording '" + path + "' was made with another network configuration (" +
+                first_difference(started, network_json(c)) +
+                "): resume it with the checkpoint and settings it was started with");
+  }
+  const std::string saved = recording::read_meta_attribute(path, "parameters_hash");
+  // Recordings of snnsim 0.1 carry no hash: nothing to compare.
+  if (!saved.empty() && saved != hash) {
+    throw Error("recording '" + path + "' was made with other weights (parameters hash " + saved +
+                ", this network's " + hash + "): its checkpoint was replaced since; resume it with the checkpoint it "
+                "was started with");
+  }
+}
+
 // Gathers one batch's recorded blocks from the stage threads, then hands
 // the batch, in the file's order (sample, step, neuron id), to a writer
 // thread through a bounded queue: the simulation goes on while HDF5 writes,
@@ -198,18 +286,17 @@ class BatchRecorder {
       layout.traces.push_back({name, c.layers[layer + 1], layer + 1, ids});
       trace_ids_.push_back(torch::tensor(ids, torch::kLong));
     }
+    const std::string hash = parameters_hash(net);
     if (request.resume) {
+      // Everything that can refuse the resumption is checked before the file
+      // is opened for writing: a refused resume leaves it as it was.
+      check_same_network(request.path, c, hash);
       file_ = std::make_unique<recording::RecordingFile>(recording::RecordingFile::resume(request.path, layout));
-      for (const auto& [key, value] : request.meta) {
-        if (key == "config" && file_->meta_attribute(key) != value) {
-          throw Error("recording '" + file_->partial_path() +
-                      "' was made with another network configuration: resume it with the checkpoint and "
-                      "settings it was started with");
-        }
-      }
       prior_ = file_->read_rows();
     } else {
-      file_ = std::make_unique<recording::RecordingFile>(request.path, layout, request.meta, request.overwrite);
+      std::vector<std::pair<std::string, std::string>> meta = request.meta;
+      meta.emplace_back("parameters_hash", hash);
+      file_ = std::make_unique<recording::RecordingFile>(request.path, layout, meta, request.overwrite);
     }
     spike_blocks_.resize(layout.spikes.size());
     trace_blocks_.resize(layout.traces.size());
@@ -387,6 +474,7 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
                     const RecordRequest* record) {
   if (batch_size < 1) throw Error("batch size must be >= 1, got " + std::to_string(batch_size));
   const int64_t n = used_samples(data, limit);
+  check_memory(net.config(), std::min(batch_size, n), /*training=*/false);
   const int64_t T = net.config().steps;
   const auto t0 = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;

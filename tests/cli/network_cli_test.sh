@@ -124,7 +124,7 @@ expect_error "recorded ids not ascending" "recorded ids must be ascending" run -
 expect_error "huge id range" "within layer 'hidden' (0..47)" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden:0-999999999999
 expect_error "layer recorded twice" "appears twice" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden,hidden
 expect_error "bad id" "is not a neuron id" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden:x
-expect_error "record-v without output" "need --output" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --record-v hidden:1
+expect_error "record-v without output" "--record-v needs --output" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --record-v hidden:1
 
 # --balance auto measures the layers, says what it chose, and changes nothing else.
 "$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --devices cpu,cpu --balance auto \
@@ -175,11 +175,11 @@ printf '{"train": {"layers": "784-24-10", "T": 3, "epochs": 1, "threads": 1, "de
 grep -q "^training 784-24-10 on .*T = 3," "$tmp/json.out" && [[ -f "$tmp/json.h5" ]] && ok ||
   fail "JSON config not applied: $(cat "$tmp/json.out")"
 printf '{"train": {"layerz": 3}}' >"$tmp/typo.json"
-expect_error "JSON config typo" "train.layerz" --config "$tmp/typo.json" train --data-dir "$fixture"
+expect_error "JSON config typo" "\"train\" has no key \"layerz\" (did you mean \"layers\"?)" --config "$tmp/typo.json" train --data-dir "$fixture"
 printf '{"train": {"layers": ' >"$tmp/broken.json"
 expect_error "broken JSON config" "does not parse" --config "$tmp/broken.json" train --data-dir "$fixture"
 printf '[train]\nlayerz = "784-24-10"\n' >"$tmp/typo.toml"
-expect_error "config typo" "train.layerz" --config "$tmp/typo.toml" train --data-dir "$fixture"
+expect_error "config typo" "line 2: \[train\] has no key 'layerz' (did you mean 'layers'?)" --config "$tmp/typo.toml" train --data-dir "$fixture"
 expect_error "missing config" "not readable" --config "$tmp/none.toml" train
 
 # A checkpoint that does not match its network: a parameter missing or of the wrong shape.

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "snn/simulator/network.h"
+#include "snn/simulator/run_options.h"
 #include "snn/simulator/training.h"
 
 namespace snn {
@@ -34,8 +35,33 @@ struct LoadedCheckpoint {
   std::vector<AdamMoments> optimizer;   ///< valid when has_training_state
 };
 /// Throws snn::Error naming the file and what is wrong (not HDF5, missing or
-/// mis-shaped parameters, bad config).
+/// mis-shaped parameters, a parameter or optimizer moment holding NaN or
+/// infinity, a negative epoch, bad config).
 LoadedCheckpoint load_checkpoint(const std::string& path);
+
+/// A checkpoint's network made ready for a run: its config with `overrides`
+/// applied and placed by `placement`, then its parameters.
+struct LoadedNetwork {
+  std::unique_ptr<SpikingNetwork> network;
+  int64_t epoch = 0;             ///< epochs the checkpoint was trained for
+  std::string parameters_hash;   ///< parameters_hash() of its parameters
+};
+/// Loads `path` (as load_checkpoint) and rebuilds its network with the
+/// overrides and placement. Throws snn::Error as load_checkpoint, or naming
+/// a bad override or placement.
+LoadedNetwork load_network(const std::string& path, const NetworkOverrides& overrides = {},
+                           const Placement& placement = {});
+
+/// A copy of `from` (its parameters included) with `overrides` applied to
+/// its config and placed by `placement`: how a trained network is made
+/// ready for a run or a resumed training.
+std::unique_ptr<SpikingNetwork> rebuild_network(const SpikingNetwork& from, const NetworkOverrides& overrides = {},
+                                                const Placement& placement = {});
+
+/// A 64-bit FNV-1a hash of a network's parameters (names, shapes and
+/// float32 bytes, in named_parameters() order) as 16 hex digits: what a
+/// recording keeps to prove that it is resumed with the same weights.
+std::string parameters_hash(const SpikingNetwork& network);
 /// The config stored in a checkpoint, without building the network.
 NetworkConfig read_checkpoint_config(const std::string& path);
 

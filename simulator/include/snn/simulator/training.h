@@ -129,6 +129,16 @@ struct RecordRequest {
   std::function<void()> on_open;
 };
 
+/// Bytes that simulating (training = false) or training a batch of
+/// `batch_size` samples of the network needs at its peak, roughly (the
+/// [T or K, B, N] blocks of spikes, potentials and, for BPTT, gradients).
+double memory_estimate(const NetworkConfig& config, int64_t batch_size, bool training);
+/// Throws snn::Error with the numbers when memory_estimate() exceeds 80% of
+/// this machine's physical memory, instead of letting the allocator fail
+/// (or the kernel kill the process) part-way through. evaluate() and
+/// Trainer call it.
+void check_memory(const NetworkConfig& config, int64_t batch_size, bool training);
+
 /// The population name of neuron layer i in recordings: "output" for the
 /// last, "hidden" for the only hidden layer, else "hidden1", "hidden2", ...
 std::string population_name(const NetworkConfig& config, int64_t layer);

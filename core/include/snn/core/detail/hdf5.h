@@ -14,6 +14,17 @@
 
 namespace snn::hdf5 {
 
+// HDF5's exit-time cleanup (H5_term_library) closes every file still open
+// and flushes it. A file whose close failed (a full disk: its dirty
+// metadata can never be written) stays registered half-destroyed, and that
+// cleanup then crashes in H5F__close_cb (exit 139 after the error line).
+// snnsim closes every file explicitly, in order, on success and on error,
+// so the cleanup has nothing to do but crash: it is switched off before the
+// library initialises (H5dont_atexit only works then). Consequence for
+// programs linking snn: HDF5 files they leave open at exit are not flushed
+// by HDF5; close them (as one must anyway to see errors).
+inline const bool kNoExitTimeCleanup = (H5dont_atexit(), true);
+
 // HDF5 identifiers closed on scope exit.
 class Handle {
  public:
