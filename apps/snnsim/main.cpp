@@ -44,8 +44,8 @@ int main(int argc, char** argv) {
   // subcommand (e.g. [train] layers = "784-256-10"); flags given on the
   // command line override it.
   app.set_config("--config", "",
-                 "Read options from a TOML file ([neuron], [train] or [run] sections) or the same as JSON "
-                 "({\"train\": {...}})");
+                 "Read options from a TOML file, one [section] per command ([train], [run], [neuron], "
+                 "[analyze], ...), or the same as JSON ({\"train\": {...}})");
   // The reader names the file and its format in its messages and checks
   // every table and key against the commands and their options.
   app.config_formatter(std::make_shared<snn::app::TomlOrJsonConfig>(&app));
