@@ -65,22 +65,9 @@ inline void write_file_atomically(const std::string& path, const std::string& co
   write_file_atomically(path, content.data(), content.size());
 }
 
-/// Checks a finished std::FILE* or stream-like write: flush + close of a
-/// stdio file, throwing snn::Error naming `path` on failure. For writers
-/// that must stream (too large to hold in memory); callers write to
-/// atomic_temporary_name(path) and call commit_temporary() after this.
-inline void close_checked(std::FILE* f, const std::string& path) {
-  const bool ok = std::fflush(f) == 0 && std::ferror(f) == 0;
-  const int err = errno;
-  const int fd = ::fileno(f);
-  const bool synced = ok && (::fsync(fd) == 0 || errno == EINVAL || errno == EROFS);
-  const int sync_err = errno;
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !synced || !closed) {
-    throw Error("cannot write '" + path + "': " + std::strerror(!ok ? (err ? err : EIO) : !synced ? sync_err : errno));
-  }
-}
-
+/// For writers that must produce the file themselves (a plotting library
+/// writing by name): they write atomic_temporary_name(path), check it, and
+/// call commit_temporary().
 /// Renames atomic_temporary_name(path) to `path`; on failure removes the
 /// temporary and throws snn::Error.
 inline void commit_temporary(const std::string& path) {

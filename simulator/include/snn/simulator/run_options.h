@@ -79,7 +79,6 @@ struct RunOptions {
   /// Parses to_json()'s output; `where` names the source in errors (e.g.
   /// "recording 'run.h5'"). Throws snn::Error on a missing or mistyped field.
   static RunOptions from_json(const std::string& json, const std::string& where);
-  bool operator==(const RunOptions& other) const { return to_json() == other.to_json(); }
 };
 
 }  // namespace snn
