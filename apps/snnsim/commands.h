@@ -29,7 +29,8 @@ Run add_sweep_command(CLI::App& app);
 Run add_analyze_command(CLI::App& app);
 /// `snnsim bench`: simulation throughput against a naive per-step loop.
 Run add_bench_command(CLI::App& app);
-/// The embedded MNIST subset's folder (the source tree's, else the installed copy).
+/// The embedded MNIST subset's folder: the copy installed beside this executable
+/// (PREFIX/share/snnsim/mnist), else the source tree's (the build tree's snnsim).
 std::string default_data_dir();
 /// "a,b,c" -> {"a", "b", "c"} (flags that take comma-separated lists).
 std::vector<std::string> split_list(const std::string& text);

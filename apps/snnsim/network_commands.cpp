@@ -27,6 +27,7 @@
 #include "snn/core/atomic_file.h"
 #include "snn/core/build_info.h"
 #include "snn/core/error.h"
+#include "snn/datasets/data_location.h"
 #include "snn/datasets/idx.h"
 #include "snn/simulator/checkpoint.h"
 #include "snn/simulator/run_recording.h"
@@ -495,15 +496,7 @@ int stop_signal() { return g_stop_signal.load(); }
 // The embedded MNIST subset: the source tree's copy while it exists (a
 // build tree), else the installed copy relative to the executable.
 std::string default_data_dir() {
-  struct stat st {};
-  if (::stat(SNN_DEFAULT_DATA_DIR, &st) == 0) return SNN_DEFAULT_DATA_DIR;
-  char exe[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-  if (n <= 0) return SNN_DEFAULT_DATA_DIR;
-  std::string dir(exe, static_cast<size_t>(n));
-  dir = dir.substr(0, dir.rfind('/'));    // .../bin
-  dir = dir.substr(0, dir.rfind('/'));    // the prefix
-  return dir + "/" + SNN_INSTALLED_DATA_DIR;
+  return installed_data_dir(running_executable(), SNN_INSTALLED_DATA_DIR, SNN_DEFAULT_DATA_DIR);
 }
 
 
