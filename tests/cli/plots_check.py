@@ -197,7 +197,7 @@ def check_time_plots(psth, acc, r):
     for i, (name, p) in enumerate(r["pops"].items()):
         c = curve(psth, PALETTE[i], pf)
         check(len(c) == 1 and len(c[0]) == T, f"psth {name}: {len(c)} curves of {[len(x) for x in c]} points, expected one of T = {T}")
-        if not c:
+        if len(c) != 1 or len(c[0]) != T:
             continue
         lines[name] = c[0]
         step = np.zeros(T)
@@ -215,7 +215,7 @@ def check_time_plots(psth, acc, r):
           f"psth: the legend ({[(t['text'], t['x']) for t in legend]}) is not outside the frame (right edge {pf[1]})")
     c = curve(acc, PALETTE[0], af)
     check(len(c) == 1 and len(c[0]) == T, f"accuracy: {len(c)} curves, expected one of T = {T} points")
-    if c:
+    if len(c) == 1 and len(c[0]) == T:
         want = (r["by_step"] == r["labels"][:, None]).mean(axis=0)
         check(np.allclose([ay(q[1]) for q in c[0]], want, atol=0.005), f"accuracy: drawn {[ay(q[1]) for q in c[0]]}, file {list(want)}")
         first = next(iter(lines.values()), None)
