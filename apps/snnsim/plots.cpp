@@ -1,7 +1,9 @@
 // The plots of `snnsim analyze --plots DIR`, drawn with PLplot (Debian's
-// libplplot-dev, cairo driver): a scientific plotting library with axes,
-// labels, histograms, images and legends, and PNG or SVG output through
-// cairo, callable from C++ without a Python runtime.
+// libplplot-dev): a scientific plotting library with axes, labels,
+// histograms, images, legends and colour bars, callable from C++ without a
+// Python runtime. PNG through its cairo driver, SVG through its own svg
+// driver. tests/cli/plots_check.py reads the SVG: what a plot draws, and
+// where, is checked against the recording.
 
 #include "plots.h"
 
@@ -49,7 +51,7 @@ int on_plplot_exit(const char* message) {
 }
 
 // Whether `bytes` is a whole PNG (every chunk present up to IEND at the very
-// end) or a whole SVG document: PLplot's cairo drivers write through stdio
+// end) or a whole SVG document: PLplot's pngcairo and svg drivers write through stdio
 // and do not report a failed write, so a full disk shows only as a short file.
 bool complete(const std::string& bytes, const std::string& format) {
   if (format == "svg") {
