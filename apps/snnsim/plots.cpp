@@ -253,9 +253,10 @@ std::string join(const std::string& dir, const std::string& name, const PlotOpti
   return dir + "/" + name + "." + o.format;
 }
 
-// "7 → 7": a sample's label and prediction, as the raster writes them.
-std::string label_and_prediction(int64_t label, int64_t predicted) {
-  return fmt::format("{} \u2192 {}", label, predicted);
+// "7 → 7": a sample's label and prediction, as the raster writes them
+// ("7→7" in narrow windows).
+std::string label_and_prediction(int64_t label, int64_t predicted, bool narrow) {
+  return fmt::format(narrow ? "{}\u2192{}" : "{} \u2192 {}", label, predicted);
 }
 
 // Spikes of --raster's samples, one plot per population: a short vertical
@@ -302,16 +303,18 @@ std::string raster(const std::string& dir, const analysis::RecordingStats& r, co
     box();
     const int64_t last = o.raster_first + shown - 1;
     std::string title = fmt::format("{}: spikes of samples {}-{}", p.name, o.raster_first, last);
-    if (shown <= 40) {  // wider windows than a label: above each, label -> prediction
-      plschr(0, shown <= 12 ? 0.8 : 0.55);
+    if (shown <= 24) {  // windows wider than a label: above each, label -> prediction
+      plschr(0, shown <= 12 ? 0.8 : 0.6);
       for (int64_t j = 0; j < shown; ++j) {
         const double centre = 0.5 * (edge[j] + edge[j + 1]);
         plcol0(s.labels[j] == s.predicted[j] ? kInk : kWrong);
         plmtex("t", 0.7, (centre - x0) / (x1 - x0), 0.5,
-               label_and_prediction(s.labels[j], s.predicted[j]).c_str());
+               label_and_prediction(s.labels[j], s.predicted[j], shown > 12).c_str());
       }
       plschr(0, 0.9);
       title += "; above each: label \u2192 predicted (red: wrong)";
+    } else {
+      title += " (labels above the samples for --raster of 24 samples at most)";
     }
     labels(fmt::format("time (ms); samples of T = {} steps of {} ms, between grey lines", r.steps, r.dt_ms),
            "neuron id", title);

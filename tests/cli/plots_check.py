@@ -145,9 +145,9 @@ def check_raster(svg, r, first, count):
             check(ok, f"raster {name}: a spike column of sample {first + s} lies on a boundary")
         bands = [f for f in svg.fills if f["fill"] == BAND and inside(frame, *f["points"][0], -2)]
         check(len(bands) == shown // 2, f"raster {name}: {len(bands)} shaded samples, expected every other ({shown // 2})")
-        notes = sorted((t for t in svg.texts if re.fullmatch(r"\d+ \u2192 \d+", t["text"]) and top < t["y"] < top + 40), key=lambda t: t["x"])
+        notes = sorted((t for t in svg.texts if re.fullmatch(r"\d+ ?\u2192 ?\d+", t["text"]) and top < t["y"] < top + 40), key=lambda t: t["x"])
         want_notes = [f"{r['labels'][first + s]} \u2192 {r['predicted'][first + s]}" for s in range(shown)]
-        check([t["text"] for t in notes] == want_notes,
+        check([t["text"].replace("\u2192", " \u2192 ").replace("  ", " ") for t in notes] == want_notes,
               f"raster {name}: labels above the samples {[t['text'] for t in notes]}, expected {want_notes}")
         for s, t in enumerate(notes[:shown]):
             wrong = r["labels"][first + s] != r["predicted"][first + s]
