@@ -457,7 +457,7 @@ std::string confusion(const std::string& dir, const analysis::RecordingStats& r,
   plbox("bcnt", 1, 0, "bcntv", 1, 0);
   pllab("predicted class", "label", "");
   plmtex("t", 2.0, 0.5, 0.5,
-         fmt::format("confusion matrix of {} samples: counts, shaded by the share of the label", r.samples).c_str());
+         fmt::format("confusion matrix ({} samples): counts, shade = share of the label", r.samples).c_str());
   if (n <= 30) {
     plschr(0, n <= 12 ? 0.8 : 0.5);
     for (PLINT y = 0; y < n; ++y) {
