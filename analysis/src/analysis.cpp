@@ -323,6 +323,10 @@ SpikeTrains read_spikes(const std::string& path, const std::string& population, 
   }
   out.node_ids.assign(raw.begin(), raw.end());
   for (int64_t s = first; s <= first + count; ++s) out.sample_start_ms.push_back(static_cast<double>(s * c.steps) * c.dt_ms);
+  Handle label = open_dataset(f.get(), schema::label.path, where);
+  Handle predicted = open_dataset(f.get(), schema::predicted.path, where);
+  hdf5::read_rows(label.get(), H5T_NATIVE_INT64, static_cast<hsize_t>(first), static_cast<hsize_t>(count), 1, out.labels, where);
+  hdf5::read_rows(predicted.get(), H5T_NATIVE_INT64, static_cast<hsize_t>(first), static_cast<hsize_t>(count), 1, out.predicted, where);
   return out;
 }
 

@@ -30,8 +30,9 @@ struct Series {
 };
 
 /// "png" or "svg" for a path ending in .png or .svg (any case), else "": the
-/// formats PLplot's cairo drivers write. analyze checks --plot with it
-/// before any work, so that p.gif is refused rather than given PNG bytes.
+/// formats the plots are written in (PLplot's pngcairo and svg drivers).
+/// analyze checks --plot with it before any work, so that p.gif is refused
+/// rather than given PNG bytes.
 inline std::string plot_format_of(const std::string& path) {
   const size_t dot = path.rfind('.');
   const size_t slash = path.rfind('/');

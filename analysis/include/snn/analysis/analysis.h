@@ -84,10 +84,12 @@ struct SpikeTrains {
   std::vector<double> t_ms;         ///< spike times on the file's time axis
   std::vector<int64_t> node_ids;    ///< neuron of each spike
   std::vector<double> sample_start_ms;  ///< start of each sample, then the end of the last
+  std::vector<int64_t> labels;      ///< label of each sample
+  std::vector<int64_t> predicted;   ///< class predicted for each sample
 };
 
 /// Reads samples [first, first + count) of `population` (count is clipped
-/// to the samples committed). Throws snn::Error as analyze_recording().
+/// to the samples committed), with their labels and predictions. Throws snn::Error as analyze_recording().
 SpikeTrains read_spikes(const std::string& path, const std::string& population, int64_t first, int64_t count);
 
 }  // namespace snn::analysis
