@@ -251,7 +251,7 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
     const EvalResult test = evaluate(net, data.test, f.sim.batch_size);
     std::cout << fmt::format("epoch {}/{}: train loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}, {:.2f} s\n",
                              e + 1, f.epochs, s.loss, s.train_accuracy, test.accuracy, s.seconds)
-              << std::flush;
+              << (e == resumed.epoch ? "pipeline: " + s.execution.describe() + "\n" : "") << std::flush;
     save_checkpoint(out_path, net, e + 1, &trainer);
   }
   std::cout << "checkpoint: " << out_path << "\n";
@@ -419,6 +419,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     std::cout << fmt::format("resumed: samples 0..{} came from the recording, {} were simulated now\n",
                              r.resumed_at - 1, r.samples - r.resumed_at);
   }
+  if (r.samples > r.resumed_at) std::cout << "pipeline: " << r.execution.describe() << "\n";
   for (size_t i = 0; i < r.firing_rate.size(); ++i) {
     std::cout << fmt::format("layer {} ({} neurons): mean firing rate {:.4f} spikes/neuron/step\n", i + 1,
                              c.layers[i + 1], r.firing_rate[i]);
@@ -439,6 +440,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
                      {"tie_rule", "argmax of output spike counts; ties go to the lowest class index"},
                      {"seconds", secs},
                      {"threads", at::get_num_threads()},
+                     {"execution", nlohmann::json::parse(r.execution.to_json())},
                      {"snnsim_version", kVersion},
                      {"config", nlohmann::json::parse(c.to_json())}};
     write_file_atomically(f.summary, j.dump(2) + "\n");

@@ -536,13 +536,16 @@ void run_sweep(const SweepFlags& f) {
   }
   const size_t mine = m.doc["rows"].size() + todo.size();
   write_manifest(m, names);  // first: a sweep that cannot keep its manifest starts nothing
-  std::cout << fmt::format("sweep {}: {} points in all, {} in this shard, {} done before, {} to run with {} job(s)\n",
-                           s.file, points.size(), mine, m.doc["rows"].size(), todo.size(), f.jobs)
-            << std::flush;
-
   const std::string exe = self_exe();
-  const bool base_threads = std::any_of(s.base.begin(), s.base.end(), [](const auto& kv) { return kv.first == "threads"; });
+  const auto base_threads_at =
+      std::find_if(s.base.begin(), s.base.end(), [](const auto& kv) { return kv.first == "threads"; });
+  const bool base_threads = base_threads_at != s.base.end();
   const std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(f.jobs)));
+  std::cout << fmt::format("sweep {}: {} points in all, {} in this shard, {} done before, {} to run with {} job(s), "
+                           "{} threads each\n",
+                           s.file, points.size(), mine, m.doc["rows"].size(), todo.size(), f.jobs,
+                           base_threads ? base_threads_at->second : threads)
+            << std::flush;
   struct Running {
     size_t point;
     Clock::time_point start;
@@ -613,8 +616,12 @@ void run_sweep(const SweepFlags& f) {
     const double wall = std::chrono::duration<double>(Clock::now() - r.start).count();
     busy_seconds += wall;
     ++finished;
+    // When the run started and ended, in seconds since the sweep started:
+    // with --jobs N, N runs' intervals overlap.
+    const double started = std::chrono::duration<double>(r.start - t0).count();
     json row{{"index", r.point}, {"params", params_json(points[r.point])}, {"output", r.output},
-             {"summary", r.summary}, {"log", r.log}, {"wall_s", wall}};
+             {"summary", r.summary}, {"log", r.log}, {"wall_s", wall}, {"started_s", started},
+             {"ended_s", started + wall}};
     std::string note;
     try {
       if (!succeeded) throw Error(error_of(r.log));
@@ -623,6 +630,7 @@ void run_sweep(const SweepFlags& f) {
       row["status"] = "done";
       row["accuracy"] = sum.at("accuracy");
       row["firing_rate"] = sum.at("firing_rate");
+      row["threads"] = sum.at("threads");  // what the run used: cores / jobs unless [base] sets threads
       note = fmt::format("accuracy {:.4f}", sum.at("accuracy").get<double>());
     } catch (const std::exception& e) {
       row["status"] = "failed";

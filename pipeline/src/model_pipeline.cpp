@@ -136,12 +136,22 @@ std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool
                             : std::max(1, caller_threads / std::max(1, cpu_stages));
   // Grad mode, inference mode and the like follow the caller into the workers.
   const at::ThreadLocalState caller_state;
+  PipelineRunInfo info;
+  info.stages = static_cast<int64_t>(n_stages);
+  info.blocks = static_cast<int64_t>(jobs.size());
+  info.stage_threads.assign(n_stages, 0);
+  for (const Job& job : jobs) {
+    if (time_blocks) info.largest_block = std::max(info.largest_block, job.input.size(0));
+    if (!time_blocks) info.batch += job.input.size(0);  // micro-batches add up to the batch
+  }
+  if (time_blocks && !jobs.empty()) info.batch = jobs.front().input.size(1);
 
   auto worker = [&](size_t k) {
     try {
       at::ThreadLocalStateGuard tls_guard(caller_state);
       Stage& stage = stages_[k];
       if (stage.device.is_cpu()) at::set_num_threads(per_stage);
+      info.stage_threads[k] = at::get_num_threads();  // each stage writes its own slot
 #if SNN_WITH_CUDA
       std::optional<c10::cuda::CUDAStreamGuard> stream_guard;
       if (stage.device.is_cuda()) {
@@ -231,6 +241,7 @@ std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool
   at::set_num_threads(caller_threads);
   errors.rethrow();
   if (outputs.size() != jobs.size()) throw InternalError("pipeline lost blocks without an error");
+  last_run_ = std::move(info);
   return outputs;
 }
 

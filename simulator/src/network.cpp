@@ -169,13 +169,19 @@ std::vector<torch::Tensor> SpikingNetwork::parameters() const {
   return out;
 }
 
-ModelPipeline SpikingNetwork::make_pipeline() const {
+std::vector<int64_t> SpikingNetwork::stage_layers() const {
   const int64_t stages = static_cast<int64_t>(config_.devices.size());
   const int64_t units = static_cast<int64_t>(synapses_.size());
   std::vector<int64_t> balance = config_.balance;
   if (balance.empty()) {
     for (int64_t s = 0; s < stages; ++s) balance.push_back(units / stages + (s < units % stages ? 1 : 0));
   }
+  return balance;
+}
+
+ModelPipeline SpikingNetwork::make_pipeline() const {
+  const int64_t stages = static_cast<int64_t>(config_.devices.size());
+  const std::vector<int64_t> balance = stage_layers();
   ModelPipeline pipe(PipelineOptions().steps_per_tick(config_.steps_per_tick > 0 ? config_.steps_per_tick
                                                                                  : config_.steps));
   size_t next = 0;

@@ -1,5 +1,6 @@
 #include "snn/simulator/training.h"
 
+#include <ATen/Parallel.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 
@@ -80,6 +81,48 @@ void Trainer::load_optimizer_state(const std::vector<AdamMoments>& state) {
   }
 }
 
+void ExecutionInfo::add(const PipelineRunInfo& call) {
+  steps_per_tick = std::max(steps_per_tick, call.largest_block);
+  batch_size = std::max(batch_size, call.batch);
+  threads = at::get_num_threads();
+  stage_threads = call.stage_threads;
+  if (static_cast<int64_t>(devices.size()) != call.stages) {
+    throw InternalError("the pipeline ran " + std::to_string(call.stages) + " stages, the network has " +
+                        std::to_string(devices.size()));
+  }
+}
+
+namespace {
+template <typename T>
+std::string joined(const std::vector<T>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : ",") + fmt::format("{}", i);
+  return out;
+}
+}  // namespace
+
+std::string ExecutionInfo::describe() const {
+  return fmt::format("{} stage{} (layers {} on {}), K = {}, batch size {}, {} threads ({} per stage)", devices.size(),
+                     devices.size() == 1 ? "" : "s", joined(stage_layers), joined(devices), steps_per_tick, batch_size,
+                     threads, joined(stage_threads));
+}
+
+std::string ExecutionInfo::to_json() const {
+  return nlohmann::json{{"stages", devices.size()},      {"devices", devices},
+                        {"stage_layers", stage_layers},  {"steps_per_tick", steps_per_tick},
+                        {"batch_size", batch_size},      {"threads", threads},
+                        {"stage_threads", stage_threads}}
+      .dump();
+}
+
+ExecutionInfo execution_of(const SpikingNetwork& network) {
+  ExecutionInfo e;
+  e.devices = network.config().devices;
+  e.stage_layers = network.stage_layers();
+  e.threads = at::get_num_threads();
+  return e;
+}
+
 double memory_estimate(const NetworkConfig& c, int64_t batch_size, bool training) {
   const double B = static_cast<double>(batch_size), T = static_cast<double>(c.steps);
   const double K = c.steps_per_tick > 0 ? std::min(T, static_cast<double>(c.steps_per_tick)) : T;
@@ -145,6 +188,7 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
   const int64_t classes = net_.config().layers.back();
   EpochStats stats;
   stats.epoch = epoch;
+  stats.execution = execution_of(net_);
   double loss_sum = 0;
   int64_t correct = 0;
   for (auto& group : adam_->param_groups()) group.options().set_lr(learning_rate(epoch));
@@ -155,6 +199,7 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
     const torch::Tensor y = data.labels.index_select(0, idx);
     adam_->zero_grad();
     const torch::Tensor counts = pipe_.constant_forward(x, T, true, idx).to(torch::kCPU);
+    stats.execution.add(pipe_.last_run());
     torch::Tensor loss;
     if (options_.loss == Loss::kMse) {
       const torch::Tensor target = torch::one_hot(y, classes).to(torch::kFloat);
@@ -490,6 +535,7 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
                 std::to_string(n) + " this run simulates");
   }
   ModelPipeline pipe = net.make_pipeline();
+  ExecutionInfo execution = execution_of(net);
   for (const auto& layer : net.neuron_layers()) layer->set_count_spikes(true);
   std::vector<torch::Tensor> counts;
   torch::Tensor correct_by_step = torch::zeros({T}, torch::kLong);
@@ -508,6 +554,7 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
     const torch::Tensor x = net.prepare_input(data.images.index_select(0, idx));
     const torch::Tensor y = data.labels.index_select(0, idx);
     const torch::Tensor per_step = pipe.constant_forward(x, T, false, idx).to(torch::kCPU);  // [T, B, C]
+    execution.add(pipe.last_run());
     // Counts up to each step in time order: exact integers in float32.
     // torch::argmax returns the first maximal index: ties go to the lowest class.
     const torch::Tensor cumulative = per_step.cumsum(0);
@@ -529,6 +576,7 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
   EvalResult r;
   r.samples = n;
   r.resumed_at = first;
+  r.execution = std::move(execution);
   r.counts = torch::cat(counts);
   r.labels = data.labels.narrow(0, 0, n);
   r.predictions = r.counts.argmax(1);

@@ -38,10 +38,15 @@ PY
 # The same results with two pipeline stages, another batch size and K = 1.
 "$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --devices cpu,cpu --batch-size 7 --steps-per-tick 1 \
   --summary "$tmp/run2.json" >/dev/null 2>&1 || fail "two-stage run failed"
-"$python" - "$tmp/run.json" "$tmp/run2.json" <<'PY' && ok || fail "two-stage run differs"
+"$python" - "$tmp/run.json" "$tmp/run2.json" <<'PY' && ok || fail "two-stage run differs, or did not run as asked"
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:])
 assert a["accuracy_by_step"] == b["accuracy_by_step"] and a["firing_rate"] == b["firing_rate"]
+# The flags took effect (else the comparison would pass with them ignored);
+# tests/cli/placement_test.sh covers 3 stages and 3 and 8 threads.
+assert (a["execution"]["stages"], a["execution"]["steps_per_tick"], a["execution"]["batch_size"]) == (1, 4, 64), a["execution"]
+e = b["execution"]
+assert (e["stages"], e["stage_layers"], e["steps_per_tick"], e["batch_size"]) == (2, [1, 1], 1, 7), e
 PY
 
 # Recording: spikes and potentials stream to HDF5; they agree with the run's
@@ -52,7 +57,9 @@ grep -q "^recording estimate (before compression" "$tmp/rec.out" && ok || fail "
 [[ -f "$tmp/rec.h5" && ! -e "$tmp/rec.h5.partial" ]] && ok || fail "no recording, or a .partial left"
 "$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec2.h5" --record hidden,output \
   --record-v hidden:0,5,40-42 --record-input --devices cpu,cpu --batch-size 7 --steps-per-tick 1 --threads 2 \
-  >/dev/null 2>&1 || fail "second recording run failed"
+  >"$tmp/rec2.out" 2>&1 || fail "second recording run failed"
+grep -qxF "pipeline: 2 stages (layers 1,1 on cpu,cpu), K = 1, batch size 7, 2 threads (1,1 per stage)" "$tmp/rec2.out" &&
+  ok || fail "the second recording run did not run as asked: $(cat "$tmp/rec2.out")"
 "$python" - "$tmp/rec.h5" "$tmp/rec2.h5" "$tmp/run.json" "$fixture/t10k-images-idx3-ubyte" <<'PY' && ok || fail "recording inconsistent"
 import json, sys, h5py, numpy as np
 a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
@@ -134,6 +141,7 @@ grep -q "^balance auto: 1,1 layers per stage" "$tmp/run3.out" && ok || fail "no 
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:])
 assert a["accuracy_by_step"] == b["accuracy_by_step"] and a["firing_rate"] == b["firing_rate"]
+assert b["execution"]["stages"] == 2 and b["execution"]["stage_layers"] == [1, 1], b["execution"]
 PY
 
 # --resume continues exactly: 1 epoch + resume to 2 equals 2 epochs straight.

@@ -1,5 +1,6 @@
-// SpikingJelly as the oracle: its spikes, potentials and surrogate gradients
-// on seeded random inputs across the option space (written by
+// SpikingJelly as the oracle: its spikes, potentials (h after charging, v
+// after reset) and surrogate gradients on seeded random inputs over the full
+// product of the neuron options, each varied independently (written by
 // tests/python/spikingjelly_reference.py, run by CTest before this test)
 // against snnsim's fused kernels.
 
@@ -8,6 +9,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 
 #include "snn/neurons/functional.h"
 #include "support/test_util.h"
@@ -26,7 +28,10 @@ TEST(SpikingJellyPeer, SpikesPotentialsAndGradientsMatch) {
   std::ifstream in(path);
   ASSERT_TRUE(in) << "cannot open " << path << "; run tests/python/spikingjelly_reference.py";
   const nlohmann::json doc = nlohmann::json::parse(in);
-  ASSERT_GE(doc["cases"].size(), 60u);
+  // The full product: lif and plif 2 decay_input x 2 thresholds x 4 resets x
+  // 2 detach_reset x 2 surrogates (64 each), if 32, times 2 dtypes.
+  ASSERT_EQ(doc["cases"].size(), 320u) << "the reference must cover every combination of the options";
+  std::set<std::string> combinations;
   int checked = 0;
   for (const auto& c : doc["cases"]) {
     const auto dtype = c["dtype"] == "float64" ? torch::kDouble : torch::kFloat;
@@ -40,8 +45,10 @@ TEST(SpikingJellyPeer, SpikesPotentialsAndGradientsMatch) {
     p.detach_reset = c["detach_reset"];
     p.surrogate = c["surrogate"] == "atan" ? Surrogate::atan(c["alpha"]) : Surrogate::sigmoid(c["alpha"]);
     const std::string name = c["model"].get<std::string>() + " " + c["dtype"].get<std::string>() +
-                             " decay_input=" + c["decay_input"].dump() + " v_reset=" + c["v_reset"].dump() +
-                             " detach_reset=" + c["detach_reset"].dump() + " " + c["surrogate"].get<std::string>();
+                             " decay_input=" + c["decay_input"].dump() + " v_threshold=" + c["v_threshold"].dump() +
+                             " v_reset=" + c["v_reset"].dump() + " detach_reset=" + c["detach_reset"].dump() + " " +
+                             c["surrogate"].get<std::string>() + "(" + c["alpha"].dump() + ")";
+    combinations.insert(name);
 
     const torch::Tensor x = tensor_of(c["x"], shape, dtype).requires_grad_();
     const torch::Tensor gs = tensor_of(c["gs"], shape, dtype);
@@ -57,9 +64,12 @@ TEST(SpikingJellyPeer, SpikesPotentialsAndGradientsMatch) {
     (s * gs).sum().backward();
 
     const torch::Tensor s_ref = tensor_of(c["spikes"], shape, dtype);
+    const torch::Tensor h_ref = tensor_of(c["h_seq"], shape, dtype);
     const torch::Tensor v_ref = tensor_of(c["v_seq"], shape, dtype);
     const torch::Tensor gx_ref = tensor_of(c["grad_x"], shape, dtype);
     EXPECT_TRUE(torch::equal(s.detach(), s_ref)) << name << ": spikes differ";
+    EXPECT_TRUE(torch::equal(trace.h, h_ref)) << name << ": h (after charging) differs, max |d| = "
+                                              << (trace.h - h_ref).abs().max().item<double>();
     EXPECT_TRUE(torch::equal(trace.v, v_ref)) << name << ": v differs, max |d| = "
                                               << (trace.v - v_ref).abs().max().item<double>();
     const double rtol = dtype == torch::kDouble ? 1e-10 : 1e-4;
@@ -73,6 +83,7 @@ TEST(SpikingJellyPeer, SpikesPotentialsAndGradientsMatch) {
     ++checked;
   }
   EXPECT_EQ(checked, static_cast<int>(doc["cases"].size()));
+  EXPECT_EQ(combinations.size(), doc["cases"].size()) << "a combination of options appears twice";
 }
 
 }  // namespace

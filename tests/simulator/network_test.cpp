@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 
 #include "snn/core/error.h"
@@ -66,14 +67,32 @@ TEST(Simulation, RunResultsAreIdenticalAcrossThreadsPartitionsBatchesAndStepsPer
   };
   const EvalResult ref = run({"cpu"}, 0, 64, 2);
   ASSERT_GT(ref.counts.sum().item<double>(), 0) << "the untrained network must still spike";
+  for (double rate : ref.firing_rate) ASSERT_GT(rate, 0) << "every layer must spike";
   ASSERT_EQ(ref.accuracy_by_step.size(), 6u);
+  EXPECT_EQ(ref.execution.steps_per_tick, 6) << "K = 0 runs layer by layer (K = T)";
   for (const auto& [devices, K, batch, threads] :
        std::vector<std::tuple<std::vector<std::string>, int64_t, int64_t, int>>{
-           {{"cpu"}, 0, 64, 1}, {{"cpu", "cpu"}, 0, 64, 2}, {{"cpu", "cpu", "cpu"}, 1, 7, 2}, {{"cpu"}, 4, 33, 1}}) {
+           {{"cpu"}, 0, 64, 1},
+           {{"cpu", "cpu"}, 0, 64, 2},
+           {{"cpu", "cpu", "cpu"}, 1, 7, 3},
+           {{"cpu"}, 4, 33, 8},
+           {{"cpu", "cpu", "cpu"}, 2, 13, 8},
+           {{"cpu", "cpu"}, 5, 100, 3}}) {
     const EvalResult r = run(devices, K, batch, threads);
-    EXPECT_TRUE(torch::equal(r.counts, ref.counts)) << devices.size() << " stages, K " << K << ", batch " << batch;
-    EXPECT_EQ(r.accuracy_by_step, ref.accuracy_by_step);
-    EXPECT_EQ(r.firing_rate, ref.firing_rate);
+    const std::string what = std::to_string(devices.size()) + " stages, K " + std::to_string(K) + ", batch " +
+                             std::to_string(batch) + ", " + std::to_string(threads) + " threads";
+    // The placement took effect: what ran is what was asked for (else the
+    // comparison below could pass with the flags ignored).
+    EXPECT_EQ(r.execution.devices, devices) << what;
+    EXPECT_EQ(r.execution.steps_per_tick, K > 0 ? K : 6) << what;
+    EXPECT_EQ(r.execution.batch_size, batch) << what;
+    EXPECT_EQ(r.execution.threads, threads) << what;
+    EXPECT_EQ(r.execution.stage_threads,
+              std::vector<int>(devices.size(), std::max(1, threads / static_cast<int>(devices.size()))))
+        << what;
+    EXPECT_TRUE(torch::equal(r.counts, ref.counts)) << what;
+    EXPECT_EQ(r.accuracy_by_step, ref.accuracy_by_step) << what;
+    EXPECT_EQ(r.firing_rate, ref.firing_rate) << what;
   }
 }
 
@@ -167,7 +186,7 @@ TEST(Training, ParametersAreIdenticalAcrossThreadsPartitionsAndStepsPerTick) {
     NetworkConfig c = small_config();
     c.neuron.model = model;
     c.neuron.tau = 2.5;
-    c.devices = std::move(devices);
+    c.devices = devices;
     c.steps_per_tick = K;
     SpikingNetwork net(c);
     TrainOptions o;
@@ -177,7 +196,16 @@ TEST(Training, ParametersAreIdenticalAcrossThreadsPartitionsAndStepsPerTick) {
     const int saved = at::get_num_threads();
     at::set_num_threads(threads);
     Trainer trainer(net, o);
-    for (int64_t e = 0; e < 2; ++e) trainer.train_epoch(data.train, e);
+    for (int64_t e = 0; e < 2; ++e) {
+      const EpochStats s = trainer.train_epoch(data.train, e);
+      // The placement took effect (else the comparison could pass with it ignored).
+      EXPECT_EQ(s.execution.devices, devices);
+      EXPECT_EQ(s.execution.steps_per_tick, K > 0 ? K : 6);
+      EXPECT_EQ(s.execution.batch_size, 32);
+      EXPECT_EQ(s.execution.threads, threads);
+      EXPECT_EQ(s.execution.stage_threads,
+                std::vector<int>(devices.size(), std::max(1, threads / static_cast<int>(devices.size()))));
+    }
     at::set_num_threads(saved);
     std::vector<torch::Tensor> p;
     for (const auto& t : net.parameters()) p.push_back(t.detach().clone());
@@ -186,7 +214,12 @@ TEST(Training, ParametersAreIdenticalAcrossThreadsPartitionsAndStepsPerTick) {
   for (NeuronModel model : {NeuronModel::kLIF, NeuronModel::kParametricLIF}) {
     const auto ref = train(model, {"cpu"}, 0, 2);
     for (const auto& [devices, K, threads] : std::vector<std::tuple<std::vector<std::string>, int64_t, int>>{
-             {{"cpu"}, 1, 1}, {{"cpu", "cpu"}, 2, 2}, {{"cpu", "cpu", "cpu"}, 4, 1}, {{"cpu", "cpu"}, 0, 1}}) {
+             {{"cpu"}, 1, 1},
+             {{"cpu", "cpu"}, 2, 3},
+             {{"cpu", "cpu", "cpu"}, 4, 1},
+             {{"cpu", "cpu", "cpu"}, 1, 8},
+             {{"cpu", "cpu"}, 0, 8},
+             {{"cpu"}, 5, 3}}) {
       const auto p = train(model, devices, K, threads);
       ASSERT_EQ(p.size(), ref.size());
       for (size_t i = 0; i < p.size(); ++i) {
@@ -195,6 +228,47 @@ TEST(Training, ParametersAreIdenticalAcrossThreadsPartitionsAndStepsPerTick) {
             << threads << " threads";
       }
     }
+  }
+}
+
+// --loss ce trains on cross-entropy of the output spike counts: the first
+// step's loss equals cross-entropy computed independently (in double, from
+// the untrained network's counts), which MSE on rates does not.
+TEST(Training, CrossEntropyLossIsComputedOnTheOutputCounts) {
+  const ImageDataset data = load_image_dataset(kFixture);
+  const int64_t n = 40;
+  NetworkConfig c = small_config();
+  c.neuron.v_threshold = 0.1;  // the untrained output layer spikes: all-zero counts give trivial losses
+  SpikingNetwork net(c);
+  torch::Tensor counts;
+  {
+    torch::NoGradGuard no_grad;
+    ModelPipeline pipe = net.make_pipeline();
+    counts = pipe.constant_forward(net.prepare_input(data.train.images.narrow(0, 0, n)), 6, true,
+                                   torch::arange(n, torch::kLong))
+                 .to(torch::kDouble);
+  }
+  const torch::Tensor y = data.train.labels.narrow(0, 0, n);
+  ASSERT_GT(counts.sum().item<double>(), 0);
+  double ce = 0, mse = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const torch::Tensor row = counts[i];
+    const double top = row.max().item<double>();
+    ce += top + std::log((row - top).exp().sum().item<double>()) - row[y[i].item<int64_t>()].item<double>();
+    const torch::Tensor target = torch::one_hot(y[i], 10).to(torch::kDouble);
+    mse += (row / 6.0 - target).pow(2).mean().item<double>();
+  }
+  ce /= static_cast<double>(n);
+  mse /= static_cast<double>(n);
+  ASSERT_GT(std::abs(ce - mse), 1e-3) << "the two losses must differ for the test to tell them apart";
+  for (const auto& [loss, expected] : std::vector<std::pair<Loss, double>>{{Loss::kCrossEntropy, ce}, {Loss::kMse, mse}}) {
+    SpikingNetwork fresh(c);
+    TrainOptions o;
+    o.loss = loss;
+    o.batch_size = n;  // one batch: the epoch's loss is the first step's, before any update
+    o.limit = n;
+    Trainer trainer(fresh, o);
+    EXPECT_NEAR(trainer.train_epoch(data.train, 0).loss, expected, 1e-5 * expected) << to_string(loss);
   }
 }
 

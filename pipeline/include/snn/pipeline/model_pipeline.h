@@ -56,6 +56,19 @@ struct PipelineOptions {
   TORCH_ARG(int64_t, threads_per_stage) = 0;
 };
 
+/// What the last constant_forward or forward call actually ran: the
+/// measured schedule, not the options asked for, so that callers (run
+/// summaries, tests) can show that a placement took effect.
+struct PipelineRunInfo {
+  int64_t stages = 0;         ///< stages the call ran through
+  int64_t blocks = 0;         ///< jobs (blocks of steps, or micro-batches) each stage ran
+  int64_t largest_block = 0;  ///< the most steps in one block (K, or T when T < K); 0 for forward()
+  int64_t batch = 0;          ///< samples in the call's input (B)
+  /// Intra-op threads each stage's thread ran with (read back from LibTorch
+  /// inside the stage; CUDA stages report theirs too).
+  std::vector<int> stage_threads;
+};
+
 class ModelPipeline {
  public:
   explicit ModelPipeline(PipelineOptions options = {}) : options_(std::move(options)) {}
@@ -97,6 +110,8 @@ class ModelPipeline {
   torch::nn::AnyModule& module(size_t stage) { return stages_.at(stage).module; }
   PipelineOptions& options() { return options_; }
   const PipelineOptions& options() const { return options_; }
+  /// What the last call ran (all zero before the first).
+  const PipelineRunInfo& last_run() const { return last_run_; }
 
  private:
   struct Stage {
@@ -118,6 +133,7 @@ class ModelPipeline {
 
   PipelineOptions options_;
   std::vector<Stage> stages_;
+  PipelineRunInfo last_run_;
   int64_t next_step_ = 0;  // first step of the next call when keep_state
 };
 

@@ -54,6 +54,9 @@ class SpikingNetwork {
   /// A pipeline over config.devices with config.balance (built anew; the
   /// modules are shared, so training through it updates this network).
   ModelPipeline make_pipeline() const;
+  /// Synapse+neuron layers per stage as make_pipeline() splits them:
+  /// config.balance, or the even split when it is empty.
+  std::vector<int64_t> stage_layers() const;
   /// The encoder, synapse layers and neuron layers' modules in order
   /// (for benchmarks that time them one by one).
   const PoissonEncoder& encoder() const { return encoder_; }

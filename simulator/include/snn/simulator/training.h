@@ -46,6 +46,27 @@ struct TrainOptions {
   int64_t augment_shift = 0;
 };
 
+/// How a training epoch or a simulation actually ran, measured from the
+/// pipeline's calls (not copied from the options), so that summaries and
+/// tests can show that --devices, --balance, --steps-per-tick, --batch-size
+/// and --threads took effect.
+struct ExecutionInfo {
+  std::vector<std::string> devices;  ///< one per stage that ran
+  std::vector<int64_t> stage_layers;  ///< synapse+neuron layers per stage
+  int64_t steps_per_tick = 0;         ///< the most steps in one block (K; T when K >= T)
+  int64_t batch_size = 0;             ///< the most samples in one batch
+  int threads = 0;                    ///< the caller's intra-op threads
+  std::vector<int> stage_threads;     ///< intra-op threads each stage ran with
+  /// Folds in one pipeline call (the largest block and batch are kept).
+  void add(const PipelineRunInfo& call);
+  /// "3 stages (layers 1,1,1 on cpu,cpu,cpu), K = 1, batch size 7, 3 threads (1,1,1 per stage)"
+  std::string describe() const;
+  /// As a JSON object (for run summaries).
+  std::string to_json() const;
+};
+/// The devices and layers per stage of a network's pipeline, with nothing run yet.
+ExecutionInfo execution_of(const SpikingNetwork& network);
+
 /// What one epoch of training measured.
 struct EpochStats {
   int64_t epoch = 0;
@@ -53,6 +74,7 @@ struct EpochStats {
   double train_accuracy = 0;  ///< on the batches as trained (before each step)
   int64_t samples = 0;
   double seconds = 0;
+  ExecutionInfo execution;  ///< how the epoch's batches ran
 };
 
 /// Adam's state for one parameter (what a resumed run needs to continue
@@ -102,6 +124,7 @@ struct EvalResult {
   /// once (queued and being assembled); 0 without a recording.
   int64_t record_peak_bytes = 0;
   int64_t record_total_bytes = 0;  ///< bytes of all batches handed to the recorder's writer
+  ExecutionInfo execution;         ///< how the simulated batches ran (none when all were resumed)
 };
 
 /// A recording of an evaluation to an HDF5 file (docs: the recording layout).
