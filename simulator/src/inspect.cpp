@@ -241,7 +241,7 @@ FileDescription describe_recording(const std::string& path) {
   if (!meta("hdf5_version").empty()) add("HDF5 " + meta("hdf5_version"));
   if (!meta("host").empty()) add("host " + meta("host"));
   if (!meta("devices").empty()) add("devices " + meta("devices"));
-  if (!meta("threads").empty()) add(meta("threads") + " threads");
+  if (!meta("threads").empty()) add("threads " + meta("threads"));
   if (!meta("start_time").empty()) add("started " + meta("start_time"));
   if (!meta("wall_time_s").empty()) {
     try {
