@@ -29,6 +29,8 @@ Run add_sweep_command(CLI::App& app);
 Run add_analyze_command(CLI::App& app);
 /// `snnsim bench`: simulation throughput against a naive per-step loop.
 Run add_bench_command(CLI::App& app);
+/// `snnsim inspect`: contents, status and provenance of a checkpoint, recording or sweep manifest.
+Run add_inspect_command(CLI::App& app);
 /// The embedded MNIST subset's folder: the copy installed beside this executable
 /// (PREFIX/share/snnsim/mnist), else the source tree's (the build tree's snnsim).
 std::string default_data_dir();

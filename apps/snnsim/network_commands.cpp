@@ -23,6 +23,7 @@
 
 #include "commands.h"
 #include "neuron_flags.h"
+#include "progress.h"
 #include "validators.h"
 #include "snn/core/atomic_file.h"
 #include "snn/core/build_info.h"
@@ -121,31 +122,6 @@ void check_limit(int64_t limit) {
     throw Error("--limit: expected a number of samples >= 1, or -1 for all, got " + std::to_string(limit));
   }
 }
-
-// A progress line redrawn in place on a terminal; nothing otherwise.
-class Progress {
- public:
-  explicit Progress(std::string label) : label_(std::move(label)), tty_(::isatty(STDERR_FILENO) != 0) {}
-  void update(int64_t done, int64_t total, double loss) {
-    if (!tty_) return;
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
-    const double eta = rate > 0 ? static_cast<double>(total - done) / rate : 0;
-    const int width = 30;
-    const int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
-    std::cerr << fmt::format("\r{} [{}{}] {}/{} loss {:.4f} {:.0f} samples/s ETA {:.0f}s ", label_,
-                             std::string(filled, '#'), std::string(width - filled, '.'), done, total, loss, rate, eta)
-              << std::flush;
-  }
-  void finish() {
-    if (tty_) std::cerr << "\r" << std::string(100, ' ') << "\r" << std::flush;
-  }
-
- private:
-  std::string label_;
-  bool tty_;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-};
 
 struct TrainFlags {
   std::string layers = "784-256-10";
@@ -246,13 +222,14 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   for (int64_t e = resumed.epoch; e < f.epochs; ++e) {
     Progress progress(fmt::format("epoch {}/{}", e + 1, f.epochs));
     const EpochStats s =
-        trainer.train_epoch(data.train, e, [&](int64_t d, int64_t t, double l) { progress.update(d, t, l); });
+        trainer.train_epoch(data.train, e,
+                            [&](int64_t d, int64_t t, double l) { progress.update(d, t, fmt::format("loss {:.4f}", l)); });
     progress.finish();
     const EvalResult test = evaluate(net, data.test, f.sim.batch_size);
     std::cout << fmt::format("epoch {}/{}: train loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}, {:.2f} s\n",
                              e + 1, f.epochs, s.loss, s.train_accuracy, test.accuracy, s.seconds)
               << (e == resumed.epoch ? "pipeline: " + s.execution.describe() + "\n" : "") << std::flush;
-    save_checkpoint(out_path, net, e + 1, &trainer);
+    save_checkpoint(out_path, net, e + 1, &trainer, {kGitCommit, test.accuracy});
   }
   std::cout << "checkpoint: " << out_path << "\n";
 }
@@ -411,7 +388,10 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     record.stop_requested = [] { return g_stop_signal.load() != 0; };
   }
   const auto t0 = std::chrono::steady_clock::now();
-  const EvalResult r = evaluate(net, split, f.sim.batch_size, o.limit, output.empty() ? nullptr : &record);
+  Progress progress(o.split + " split");
+  const EvalResult r = evaluate(net, split, f.sim.batch_size, o.limit, output.empty() ? nullptr : &record,
+                                [&](int64_t done, int64_t total) { progress.update(done, total); });
+  progress.finish();
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cout << fmt::format("{} split: {} samples, T = {}, accuracy {:.4f} ({:.1f} s)\n", o.split, r.samples, c.steps,
                            r.accuracy, secs);

@@ -10,6 +10,7 @@
 
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
+#include "snn/recording/detail/open_read_only.h"
 #include "snn/recording/detail/schema_check.h"
 #include "snn/recording/schema.h"
 
@@ -19,6 +20,7 @@ namespace {
 using hdf5::check;
 using hdf5::Handle;
 using hdf5::open_dataset;
+using detail::open_read_only;
 namespace sc = schema;
 
 constexpr hsize_t kSpikeChunk = 65536;  // elements per chunk of the spike datasets
@@ -238,23 +240,6 @@ std::string strip_partial(const std::string& path) {
   return path;
 }
 
-// Opens a recording read-only, a killed writer's too (SWMR reading ignores
-// its "open for writing" mark), and checks that it is one. Nothing a check
-// needs changes the file.
-Handle open_read_only(const std::string& file) {
-  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "recording: HDF5 lacks SWMR");
-  // A SWMR reader retries metadata that fails its checksum (100 times, with
-  // sleeps: a live writer may be mid-update). Our files' writers are gone:
-  // a bad checksum is damage, and retrying it looked like a hang.
-  check(H5Pset_metadata_read_attempts(fapl.get(), 1), "recording: cannot set metadata read attempts");
-  Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
-  if (!f.ok()) f = Handle(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);  // not SWMR
-  if (!f.ok()) throw Error("'" + file + "' is not a readable HDF5 file");
-  sc::check_format(f.get(), "'" + file + "'");
-  return f;
-}
-
 // Opens a checked recording for repair or resumption. A killed SWMR writer
 // leaves the superblock marked "open for writing", which HDF5 refuses;
 // clearing that mark is what `h5clear -s` does, through the same
@@ -379,6 +364,26 @@ bool in_file_order(const int64_t* sample, const int64_t* step, const int64_t* no
 }
 
 }  // namespace
+
+namespace detail {
+
+// Nothing a check needs changes the file.
+Handle open_read_only(const std::string& file) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "recording: HDF5 lacks SWMR");
+  // A SWMR reader retries metadata that fails its checksum (100 times, with
+  // sleeps: a live writer may be mid-update). Our files' writers are gone:
+  // a bad checksum is damage, and retrying it looked like a hang.
+  check(H5Pset_metadata_read_attempts(fapl.get(), 1), "recording: cannot set metadata read attempts");
+  Handle f(H5Fopen(file.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
+  if (!f.ok()) f = Handle(H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);  // not SWMR
+  if (!f.ok()) throw Error("'" + file + "' is not a readable HDF5 file");
+  sc::check_format(f.get(), "'" + file + "'");
+  return f;
+}
+
+}  // namespace detail
+
 
 struct RecordingFile::State {
   std::string path;

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -111,7 +112,8 @@ TrainOptions training_from_json(const std::string& text, const std::string& path
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t epoch, const Trainer* trainer) {
+void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t epoch, const Trainer* trainer,
+                     const CheckpointProvenance& provenance) {
   QuietHdf5 quiet;
   const std::string tmp = path + ".partial";
   errno = 0;
@@ -138,6 +140,12 @@ void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t
     write_string_attribute(file, "config", net.config().to_json());
     write_string_attribute(file, "snnsim_version", kVersion);
     write_int_attribute(file, "epoch", epoch);
+    const std::time_t now = std::time(nullptr);
+    char saved_at[32];
+    std::strftime(saved_at, sizeof(saved_at), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+    write_string_attribute(file, "saved_at", saved_at);
+    if (!provenance.git_commit.empty()) write_string_attribute(file, "git_commit", provenance.git_commit);
+    if (provenance.test_accuracy) hdf5::write_double_attribute(file, "test_accuracy", *provenance.test_accuracy);
     Handle group(H5Gcreate2(file, "parameters", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
     const auto named = net.named_parameters();
     for (const auto& [name, param] : named) write_tensor(group.get(), name, param, path);
@@ -236,6 +244,29 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
     }
   }
   return out;
+}
+
+CheckpointInfo read_checkpoint_info(const std::string& path) {
+  LoadedCheckpoint ckpt = load_checkpoint(path);  // every check a run or a resume makes
+  CheckpointInfo info;
+  info.config = ckpt.network->config();
+  info.epoch = ckpt.epoch;
+  info.has_training_state = ckpt.has_training_state;
+  info.training = ckpt.training;
+  for (const auto& [name, param] : ckpt.network->named_parameters()) info.parameter_count += param.numel();
+  info.parameters_hash = parameters_hash(*ckpt.network);
+  QuietHdf5 quiet;
+  Handle file = open_checkpoint(path);
+  const auto optional_string = [&](const char* name) {
+    return H5Aexists(file.get(), name) > 0 ? read_string_attribute(file.get(), name, path) : std::string();
+  };
+  info.snnsim_version = optional_string("snnsim_version");
+  info.git_commit = optional_string("git_commit");
+  info.saved_at = optional_string("saved_at");
+  if (H5Aexists(file.get(), "test_accuracy") > 0) {
+    info.test_accuracy = hdf5::read_double_attribute(file.get(), "test_accuracy", "checkpoint '" + path + "'");
+  }
+  return info;
 }
 
 }  // namespace snn

@@ -2,6 +2,7 @@
 
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -76,6 +77,8 @@ std::vector<std::pair<std::string, std::string>> run_provenance(const NetworkCon
   const std::time_t now = std::time(nullptr);
   char started[32];
   std::strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  char host[256] = "";
+  if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
   return {{"config", c.to_json()},
           {"run_options", o.to_json()},
           {"checkpoint", o.checkpoint},
@@ -88,6 +91,7 @@ std::vector<std::pair<std::string, std::string>> run_provenance(const NetworkCon
           {"hdf5_version", recording::hdf5_version()},
           {"devices", devices},
           {"threads", std::to_string(at::get_num_threads())},
+          {"host", host},
           {"start_time", started}};
 }
 

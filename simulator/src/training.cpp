@@ -516,7 +516,7 @@ class BatchRecorder {
 }  // namespace
 
 EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batch_size, int64_t limit,
-                    const RecordRequest* record) {
+                    const RecordRequest* record, const std::function<void(int64_t, int64_t)>& progress) {
   if (batch_size < 1) throw Error("batch size must be >= 1, got " + std::to_string(batch_size));
   const int64_t n = used_samples(data, limit);
   check_memory(net.config(), std::min(batch_size, n), /*training=*/false);
@@ -549,6 +549,7 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
     const torch::Tensor per_layer = p.layer_spikes.sum(0);
     for (size_t i = 0; i < prior_spikes.size(); ++i) prior_spikes[i] = per_layer[i].item<double>();
   }
+  if (progress) progress(first, n);
   for (int64_t start = first; start < n; start += batch_size) {
     const torch::Tensor idx = torch::arange(start, std::min(start + batch_size, n), torch::kLong);
     const torch::Tensor x = net.prepare_input(data.images.index_select(0, idx));
@@ -572,6 +573,7 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
                           "file with 'snnsim recover'");
       }
     }
+    if (progress) progress(std::min(start + batch_size, n), n);
   }
   EvalResult r;
   r.samples = n;

@@ -26,7 +26,7 @@ std::vector<std::pair<int64_t, std::vector<int64_t>>> parse_population_list(cons
 
 /// The /meta provenance of a run's recording: the config and run options
 /// (JSON), checkpoint, data, seed, versions (snnsim, `git_commit`,
-/// LibTorch, HDF5), devices, threads and the start time (UTC).
+/// LibTorch, HDF5), devices, threads, the host's name and the start time (UTC).
 std::vector<std::pair<std::string, std::string>> run_provenance(const NetworkConfig& config, const RunOptions& options,
                                                                 const std::string& git_commit);
 

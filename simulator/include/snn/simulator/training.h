@@ -174,8 +174,11 @@ std::string population_name(const NetworkConfig& config, int64_t layer);
 /// produced (compacted to events in the stage threads), one commit per batch;
 /// besides the chosen populations the file gets each sample's spike total
 /// per layer and its prediction after every step, so that a resumed
-/// recording's totals cover every sample.
+/// recording's totals cover every sample. `progress(done, total)`, when
+/// given, is called once before the first batch (done = the samples a
+/// resumed recording already holds) and after every batch.
 EvalResult evaluate(SpikingNetwork& network, const LabeledImages& data, int64_t batch_size, int64_t limit = -1,
-                    const RecordRequest* record = nullptr);
+                    const RecordRequest* record = nullptr,
+                    const std::function<void(int64_t, int64_t)>& progress = {});
 
 }  // namespace snn
