@@ -9,8 +9,12 @@ Starts CMD (stdout to LOG.out, stderr to LOG.err), reads PARTIAL (the run's .par
 file, opened for SWMR reading as any reader may while it is written) until
 its /meta/samples_committed is at least AT_LEAST, waits JITTER_S seconds (so
 that the signal lands anywhere in a batch or a commit), then sends SIGNALS
-(comma-separated names, e.g. KILL or INT,INT) GAP_S seconds apart and waits
-for CMD to end. Prints one line, "SEEN RETURNCODE EXIT_S":
+(comma-separated names, e.g. KILL or INT,INT) and waits for CMD to end.
+Each signal after the first goes as soon as CMD has taken the one before
+(Linux: /proc/PID/status no longer lists it as caught, its handler reset
+by SA_RESETHAND, nor as pending), at most GAP_S seconds later: sent
+sooner, two SIGINTs could merge into one; later, a run could finish its
+batch in between. Prints one line, "SEEN RETURNCODE EXIT_S":
   SEEN: the counter when the signals were sent (>= AT_LEAST), or -1 when
       CMD ended first (finished or failed, see LOG.*);
   RETURNCODE: Popen's (-N: killed by signal N; 128 + N: exited on its own);
@@ -32,6 +36,23 @@ def committed(path):
             return int(f["meta/samples_committed"][()])
     except (OSError, KeyError):
         return None
+
+
+def wait_taken(pid, sig, limit):
+    """Waits until process PID has taken signal SIG (neither caught, i.e. its
+    one-shot handler ran, nor pending), or LIMIT seconds."""
+    bit = 1 << (int(sig) - 1)
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            return  # it has ended
+        masks = [int(fields[k], 16) for k in ("SigCgt", "SigPnd", "ShdPnd")]
+        if not any(m & bit for m in masks):
+            return
+        time.sleep(0.001)
 
 
 def main():
@@ -59,7 +80,7 @@ def main():
         time.sleep(jitter)
         for i, s in enumerate(signals):
             if i:
-                time.sleep(gap)
+                wait_taken(proc.pid, signals[i - 1], gap)
             proc.send_signal(s)
         sent = time.monotonic()
         proc.wait()
