@@ -7,10 +7,8 @@
 # What these settings reach (test accuracy after 4 epochs, seeds 0-7, this
 # build, MNIST fixture): 784-64-10 MSE 0.79-0.84; 784-64-32-10 CE soft reset
 # 0.79-0.83; with MSE 0.73-0.81. The bound, 0.60, leaves room for other
-# seeds and for the last-bit differences of another CPU's Adam kernels, and
-# none of the broken trainings tried reached it (gradients zeroed, the
-# update's sign flipped, labels shuffled: 0.06-0.19; see the lead's note of
-# issue 18).
+# seeds and for the last-bit differences of another CPU's Adam kernels,
+# while a training that does not learn stays near chance.
 set -uo pipefail
 snnsim="$1"
 fixture="$2"
