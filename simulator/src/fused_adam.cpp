@@ -4,6 +4,7 @@
 #include <ATen/Version.h>
 
 #include <cmath>
+#include <string>
 
 namespace snn {
 namespace {
@@ -65,7 +66,18 @@ const torch::optim::OptimizerParamState* state_of(torch::optim::Adam& adam, cons
 
 }  // namespace
 
-bool fused_adam_available() { return at::get_cpu_capability() == "AVX2"; }
+// AVX-512 only widens ATen's vectors: its add_ is the same explicit fused
+// multiply-add, its addcmul_ contracted the same way, its divisions
+// correctly rounded at any width (and sqrt is ATen's own call here in
+// either case), so each element rounds as under AVX2
+// (FusedAdam.EqualsTorchAdamBitForBit checks both capabilities, the AVX2
+// one on an AVX-512 CPU through ATEN_CPU_CAPABILITY=avx2). ATen's DEFAULT
+// kernels are built without FMA: their add_ rounds the product first, which
+// this loop does not reproduce, so they keep adam.step().
+bool fused_adam_available() {
+  const std::string capability = at::get_cpu_capability();
+  return capability == "AVX2" || capability == "AVX512";
+}
 
 void fused_adam_step(torch::optim::Adam& adam) {
   // All or nothing: any parameter or setting that the fused loop does not

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <string>
+
 #include "snn/simulator/fused_adam.h"
 
 namespace {
@@ -42,12 +44,26 @@ void expect_same_steps(torch::ScalarType dtype, const std::vector<int64_t>& size
   }
 }
 
-// Sizes: shorter than a vector pair, tails of every length, one thread's
-// chunk (ATen's grain is 32768 values) and several, odd splits among them.
-const std::vector<int64_t> kSizes = {1, 10, 15, 16, 17, 33, 256, 2560, 32768, 32769, 100003, 784 * 256};
+// Sizes: shorter than a vector pair, tails of every length of AVX2's and
+// AVX-512's vectors, one thread's chunk (ATen's grain is 32768 values) and
+// several, odd splits among them.
+const std::vector<int64_t> kSizes = {1, 7, 10, 15, 16, 17, 31, 33, 47, 63, 256, 2560, 32768, 32769, 100003, 784 * 256};
 
+// Runs wherever it is built, never skips: on ATen's AVX2 and AVX512
+// capabilities the fused loop must run (and equal torch), on DEFAULT (no
+// FMA) the step must go to torch (and so equal it). CTest also runs it with
+// ATEN_CPU_CAPABILITY=avx2 and =default (tests/CMakeLists.txt), so an
+// AVX-512 CPU checks all three. Which one ran is in the test's properties.
 TEST(FusedAdam, EqualsTorchAdamBitForBit) {
-  if (!snn::fused_adam_available()) GTEST_SKIP() << "ATen's CPU capability is not AVX2: fused_adam_step calls Adam::step";
+  const std::string capability = at::get_cpu_capability();
+  RecordProperty("aten_cpu_capability", capability);
+  if (capability == "AVX2" || capability == "AVX512") {
+    ASSERT_TRUE(snn::fused_adam_available()) << "ATen's CPU capability is " << capability
+                                             << ": fused_adam_step must fuse there, not hand the step to torch";
+  } else {
+    ASSERT_FALSE(snn::fused_adam_available()) << "ATen's CPU capability is " << capability
+                                              << ": its kernels round without FMA, which the fused loop does not";
+  }
   const int threads = at::get_num_threads();
   for (int t : {1, 2}) {
     at::set_num_threads(t);

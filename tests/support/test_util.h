@@ -37,6 +37,18 @@ inline torch::Tensor json_matrix(const nlohmann::json& m, torch::ScalarType dtyp
   return out;
 }
 
+/// The test property that marks a skip as allowed (see test_main.cpp).
+inline constexpr const char* kSkipAllowedProperty = "snn_skip_allowed";
+
+/// Skips the current test for `reason`, a case test_main.cpp lets pass (an
+/// optional system package missing). Any GTEST_SKIP without it fails the
+/// run, except in tests named *_CUDA.
+#define SNN_SKIP_ALLOWED(reason)                                                 \
+  do {                                                                           \
+    ::testing::Test::RecordProperty(::snn::test::kSkipAllowedProperty, reason); \
+    GTEST_SKIP() << reason;                                                      \
+  } while (0)
+
 #define SNN_REQUIRE_CUDA()                                         \
   do {                                                             \
     if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device present"; \
