@@ -14,4 +14,4 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
 # Left out: the consumer project (it installs and rebuilds against the
 # package) and the installed main job (label install: 12 epochs of training,
 # far too slow under the sanitizers; the CUDA-off and default builds run it).
-bash scripts/ctest-quiet.sh build-asan -LE 'consumer|install'
+bash scripts/ctest-quiet.sh build-asan -LE 'consumer|install|slow'
