@@ -6,7 +6,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
 bash scripts/build.sh build-asan -DSNN_SANITIZE=ON -DSNN_WITH_CUDA=OFF -DSNN_BUILD_BENCH=OFF \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNN_DOC_TESTS=OFF
 # LibTorch itself is not instrumented: its allocations at exit are not ours
 # to report, and its operator new/delete pairs cross the boundary.
 export ASAN_OPTIONS="detect_leaks=0:alloc_dealloc_mismatch=0:abort_on_error=0:${ASAN_OPTIONS:-}"

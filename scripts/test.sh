@@ -6,7 +6,9 @@
 #   2. the sanitizer build (ASan + UBSan) and its tests, unless
 #      SNN_SKIP_SANITIZE=1;
 #   3. the default build (CUDA AUTO) and its tests, including installing the
-#      package and building a consumer project with find_package(snn).
+#      package and building a consumer project with find_package(snn), the
+#      main job as the README runs it, and every code block of the README
+#      and docs/ (label docs; only this build has them).
 # The output ends with ctest's summary line of the default build.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -16,7 +18,7 @@ jobs="${SNN_TEST_JOBS:-$(nproc)}"
 bash scripts/setup.sh
 
 echo "== CUDA off build (build-nocuda)"
-bash scripts/build.sh build-nocuda -DSNN_WITH_CUDA=OFF -DSNN_BUILD_BENCH=OFF
+bash scripts/build.sh build-nocuda -DSNN_WITH_CUDA=OFF -DSNN_BUILD_BENCH=OFF -DSNN_DOC_TESTS=OFF
 bash scripts/ctest-quiet.sh build-nocuda -LE consumer
 
 if [[ "${SNN_SKIP_SANITIZE:-0}" != 1 ]]; then
