@@ -14,5 +14,8 @@
 #include "snn/analysis/analysis.h"
 #include "snn/recording/events.h"
 #include "snn/recording/recording_file.h"
+#include "snn/simulator/checkpoint.h"
 #include "snn/simulator/csv.h"
+#include "snn/simulator/network.h"
 #include "snn/simulator/neuron_sim.h"
+#include "snn/simulator/training.h"
