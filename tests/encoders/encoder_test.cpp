@@ -149,6 +149,26 @@ TEST(Poisson, RejectsMismatchedSampleIndices) {
   EXPECT_THROW(functional::poisson_encode(torch::rand({3, 4}), torch::tensor({0, -1, 2}), 0, 1), c10::Error);
 }
 
+// A single-step encoder handed a pipeline stage's [K, B, ...] block (B
+// sample indices) names the step mode, not "a batch of K" (issue 18: the
+// README's pipeline snippet ended in that opaque error).
+TEST(Poisson, SingleStepModuleGivenABlockNamesTheStepMode) {
+  PoissonEncoder enc(PoissonEncoderOptions().seed(1));
+  enc->set_time(0, torch::arange(16));
+  try {
+    enc->forward(torch::rand({8, 16, 784}));
+    FAIL() << "a [8, 16, 784] block reached a single-step encoder without an error";
+  } catch (const c10::Error& e) {
+    const std::string what = e.what_without_backtrace();
+    EXPECT_NE(what.find("single-step mode"), std::string::npos) << what;
+    EXPECT_NE(what.find("step_mode(StepMode::kMulti)"), std::string::npos) << what;
+  }
+  // The same block in multi-step mode is fine.
+  PoissonEncoder multi(PoissonEncoderOptions().seed(1).step_mode(StepMode::kMulti));
+  multi->set_time(0, torch::arange(16));
+  EXPECT_EQ(multi->forward(torch::rand({8, 16, 784})).sizes(), torch::IntArrayRef({8, 16, 784}));
+}
+
 TEST(Poisson, ModuleStepsThroughTime) {
   PoissonEncoder enc(PoissonEncoderOptions().seed(9).spike_dtype(torch::kBool));
   const torch::Tensor x = torch::rand({5, 30});
