@@ -193,9 +193,9 @@ torch::Tensor PoissonEncoderImpl::forward(const torch::Tensor& x) {
   const int64_t batch = multi ? x.size(1) : x.size(0);
   // A single-step encoder in a pipeline stage is handed [K, B, ...] blocks
   // with B sample indices: say so, rather than "a batch of K".
-  TORCH_CHECK(multi || !sample_index_.defined() || x.dim() < 2 || sample_index_.size(0) != x.size(1) ||
-                  sample_index_.size(0) == batch,
-              "poisson encoder in single-step mode got input of shape ", x.sizes(), " with ",
+  const bool block_in_single_step = !multi && sample_index_.defined() && x.dim() >= 2 &&
+                                    sample_index_.size(0) == x.size(1) && sample_index_.size(0) != batch;
+  TORCH_CHECK(!block_in_single_step, "poisson encoder in single-step mode got input of shape ", x.sizes(), " with ",
               sample_index_.size(0), " sample indices: a [T, B, ...] block (as a pipeline stage passes) needs ",
               "PoissonEncoderOptions().step_mode(StepMode::kMulti)");
   const torch::Tensor samples = sample_index_.defined()
