@@ -31,6 +31,7 @@
 #include "snn/datasets/data_location.h"
 #include "snn/datasets/idx.h"
 #include "snn/simulator/checkpoint.h"
+#include "snn/simulator/network_graph.h"
 #include "snn/simulator/run_recording.h"
 #include "snn/recording/recording_file.h"
 #include "snn/simulator/training.h"
@@ -138,6 +139,7 @@ struct TrainFlags {
   std::string checkpoint;
   std::string resume;
   bool overwrite = false;
+  std::optional<double> nir_dt;
   SimFlags sim;
 };
 
@@ -185,9 +187,21 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
                   " epochs; resume with --epochs " + std::to_string(o.epochs));
     }
     o.epochs = f.epochs;
+  } else if (is_graph_file_model(f.neuron.model)) {
+    // The file defines the network: its sizes, neurons and (.nir) weights.
+    for (const auto& name : given) {
+      if (name == "--layers" || name == "--tau" || name == "--decay-input" || name == "--v-threshold" ||
+          name == "--v-reset" || name == "--refractory" || name == "--surrogate") {
+        throw Error(name + " cannot be combined with --model " + f.neuron.model +
+                    ": the graph file defines the network (set it on the file's nodes)");
+      }
+    }
   } else {
+    if (f.nir_dt) throw Error("--nir-dt needs --model FILE.nir");
     c.layers = NetworkConfig::parse_layers(f.layers);
     c.neuron = neuron_params(f.neuron);
+  }
+  if (f.resume.empty()) {
     c.steps = f.steps;
     c.seed = f.seed;
     o.batch_size = f.sim.batch_size;
@@ -203,6 +217,12 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   std::unique_ptr<SpikingNetwork> built;
   if (resumed.network) {
     built = rebuild_network(*resumed.network, {}, placement_of(f.sim));
+  } else if (is_graph_file_model(f.neuron.model)) {
+    c.layers = {1, 1};  // placeholders until the file says; placement is checked against its layers
+    built = network_from_model(f.neuron.model, c, f.nir_dt);
+    c = built->config();
+    apply_sim_flags(f.sim, c);
+    built = rebuild_network(*built, {}, placement_of(f.sim));
   } else {
     apply_sim_flags(f.sim, c);
     built = std::make_unique<SpikingNetwork>(c);
@@ -506,7 +526,10 @@ Run add_train_command(CLI::App& app) {
                                      "Train a fully connected spiking network on MNIST-format images with "
                                      "surrogate-gradient BPTT (Adam), saving an HDF5 checkpoint after every epoch");
   cmd->add_option("--layers", f->layers, "Layer sizes, input first")->capture_default_str();
-  add_neuron_flags(cmd, f->neuron, /*with_surrogate=*/true);
+  add_neuron_flags(cmd, f->neuron, /*with_surrogate=*/true, /*graph_files=*/true);
+  cmd->add_option("--nir-dt", f->nir_dt,
+                  "With --model FILE.nir: the duration of a step in seconds (default: the file's own, else 1e-4)")
+      ->check(number_above(0));
   cmd->add_option("--T", f->steps, "Steps per sample")->capture_default_str()->check(whole_number(1));
   cmd->add_option("--seed", f->seed, "Seed of weights, encoder and batch order")
       ->capture_default_str()
@@ -549,7 +572,10 @@ Run add_run_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("run",
                                      "Simulate a data split through a trained network for T steps: accuracy, "
                                      "firing rate per layer and accuracy as a function of t");
-  cmd->add_option("--checkpoint", f->checkpoint, "Checkpoint written by snnsim train (required unless --resume)");
+  auto* ckpt = cmd->add_option("--checkpoint", f->checkpoint,
+                               "Checkpoint written by snnsim train, or a .nir file (required unless --resume or --model)");
+  cmd->add_option("--model", f->checkpoint, "A network graph with its weights: a .nir file (or a checkpoint)")
+      ->excludes(ckpt);
   cmd->add_option("--split", f->split, "test or train")->capture_default_str()->check(one_of({"test", "train"}));
   cmd->add_option("--T", f->steps, "Steps per sample (0: the checkpoint's)")
       ->capture_default_str()

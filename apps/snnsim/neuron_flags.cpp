@@ -1,14 +1,31 @@
 #include "neuron_flags.h"
 
+#include <unistd.h>
+
 #include "snn/core/error.h"
 #include "validators.h"
 
 namespace snn::app {
 
-void add_neuron_flags(CLI::App* cmd, NeuronFlags& f, bool with_surrogate) {
-  cmd->add_option("--model", f.model, "Neuron model: lif, if or plif (parametric LIF, --tau is its initial tau)")
-      ->capture_default_str()
-      ->check(one_of({"lif", "if", "plif"}));
+bool is_graph_file_model(const std::string& model) { return model != "lif" && model != "if" && model != "plif"; }
+
+void add_neuron_flags(CLI::App* cmd, NeuronFlags& f, bool with_surrogate, bool graph_files) {
+  if (!graph_files) {
+    cmd->add_option("--model", f.model, "Neuron model: lif, if or plif (parametric LIF, --tau is its initial tau)")
+        ->capture_default_str()
+        ->check(one_of({"lif", "if", "plif"}));
+  } else {
+    cmd->add_option("--model", f.model,
+                    "Neuron model: lif, if or plif (parametric LIF, --tau is its initial tau); or a network graph "
+                    "file (.toml, .json or .nir, docs/GRAPHS.md) that defines the whole network")
+        ->capture_default_str()
+        ->check(CLI::Validator(
+            [](std::string& v) -> std::string {
+              if (!is_graph_file_model(v) || ::access(v.c_str(), R_OK) == 0) return "";
+              return "expected lif, if, plif or a readable graph file (.toml, .json, .nir), got '" + v + "'";
+            },
+            "lif|if|plif|FILE"));
+  }
   // The limits of tau and the threshold are NeuronParams::validate()'s; here only their form.
   cmd->add_option("--tau", f.tau, "Membrane time constant in steps (>= 1; plif: > 1)")
       ->capture_default_str()

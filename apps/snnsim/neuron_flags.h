@@ -20,8 +20,11 @@ struct NeuronFlags {
 };
 
 /// Adds --model, --tau, --decay-input, --v-threshold, --v-reset,
-/// --refractory and, with_surrogate, --surrogate.
-void add_neuron_flags(CLI::App* cmd, NeuronFlags& flags, bool with_surrogate);
+/// --refractory and, with_surrogate, --surrogate. With graph_files, --model
+/// also takes a network graph file (train --model net.toml).
+void add_neuron_flags(CLI::App* cmd, NeuronFlags& flags, bool with_surrogate, bool graph_files = false);
+/// Whether a --model value names a graph file rather than lif, if or plif.
+bool is_graph_file_model(const std::string& model);
 
 /// The validated parameters; throws snn::Error naming a bad value.
 NeuronParams neuron_params(const NeuronFlags& flags);

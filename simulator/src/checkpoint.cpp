@@ -14,6 +14,8 @@
 #include "snn/core/build_info.h"
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
+#include "snn/graph/nir_file.h"
+#include "snn/simulator/network_graph.h"
 
 namespace snn {
 namespace {
@@ -191,7 +193,8 @@ Handle open_checkpoint(const std::string& path) {
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) throw Error("cannot open checkpoint '" + path + "': " + std::strerror(errno));
     std::fclose(f);
-    throw Error("checkpoint '" + path + "' is not an HDF5 file");
+    throw Error("checkpoint '" + path + "' is not an HDF5 file (a checkpoint of snnsim train, or a .nir file; a TOML or "
+                "JSON graph has no weights: train it with snnsim train --model)");
   }
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.ok()) throw Error("cannot open checkpoint '" + path + "'");
@@ -200,15 +203,21 @@ Handle open_checkpoint(const std::string& path) {
 }  // namespace
 
 NetworkConfig read_checkpoint_config(const std::string& path) {
+  if (graph::is_nir_file(path)) return network_from_model(path)->config();
   QuietHdf5 quiet;
   Handle file = open_checkpoint(path);
   return NetworkConfig::from_json(read_string_attribute(file.get(), "config", path));
 }
 
 LoadedCheckpoint load_checkpoint(const std::string& path) {
+  LoadedCheckpoint out;
+  if (graph::is_nir_file(path)) {
+    // A NIR graph with its weights: a network that was never trained here.
+    out.network = network_from_model(path);
+    return out;
+  }
   QuietHdf5 quiet;
   Handle file = open_checkpoint(path);
-  LoadedCheckpoint out;
   out.network = std::make_unique<SpikingNetwork>(NetworkConfig::from_json(read_string_attribute(file.get(), "config", path)));
   out.epoch = read_int_attribute(file.get(), "epoch", path);
   if (out.epoch < 0) throw Error("checkpoint '" + path + "': epoch is " + std::to_string(out.epoch) + ", not >= 0");

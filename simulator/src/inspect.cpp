@@ -18,7 +18,10 @@
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
 #include "snn/recording/recording_info.h"
+#include "snn/graph/nir_file.h"
 #include "snn/simulator/checkpoint.h"
+#include "snn/simulator/graph_model.h"
+#include "snn/simulator/network_graph.h"
 
 namespace snn {
 namespace {
@@ -415,8 +418,43 @@ FileDescription describe_sweep_manifest(const std::string& path) {
   return describe_manifest_doc(path, doc);
 }
 
+FileDescription describe_nir(const std::string& path) {
+  const graph::Graph g = graph::read_nir(path);
+  FileDescription d;
+  d.kind = "NIR graph";
+  d.path = path;
+  std::string simulated;
+  try {
+    const ChainModel m = chain_model(g);
+    simulated = "yes, as the chain " + layers_text(m.layers) + " (" + to_string(m.neuron.model) + ")";
+  } catch (const Error&) {
+    try {
+      const GraphModel model(g);
+      std::string names;
+      for (const auto& n : model.neuron_names()) names += (names.empty() ? "" : ", ") + n;
+      simulated = "yes, as a graph with neuron layers " + names;
+    } catch (const Error& e) {
+      simulated = std::string("not yet: ") + e.what();
+    }
+  }
+  const graph::GraphShapes shapes = g.validate();
+  json nodes = json::array();
+  d.lines.push_back("NIR graph " + path);
+  d.lines.push_back(fmt::format("{} nodes, {} edges; simulated by snnsim: {}", g.nodes.size(), g.edges.size(), simulated));
+  for (const auto& name : shapes.order) {
+    const graph::Node& n = g.node(name);
+    std::string from;
+    for (const auto& s : g.sources_of(name)) from += (from.empty() ? " <- " : ", ") + s;
+    d.lines.push_back(fmt::format("  {}: {} {}{}", name, graph::to_string(n.kind), graph::shape_str(shapes.output.at(name)), from));
+    nodes.push_back(json{{"name", name}, {"kind", graph::to_string(n.kind)}, {"shape", shapes.output.at(name)},
+                         {"from", g.sources_of(name)}});
+  }
+  d.json = json{{"kind", d.kind}, {"path", path}, {"nodes", nodes}, {"simulated", simulated}}.dump(2);
+  return d;
+}
+
 FileDescription describe_file(const std::string& path) {
-  const std::string kinds = "snnsim inspect reads checkpoints, recordings and sweep manifests";
+  const std::string kinds = "snnsim inspect reads checkpoints, recordings, sweep manifests and NIR graphs";
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
@@ -450,8 +488,9 @@ FileDescription describe_file(const std::string& path) {
     }
     if (recording) return describe_recording(path);
     if (checkpoint) return describe_checkpoint(path);
+    if (graph::is_nir_file(path)) return describe_nir(path);
     throw Error(quoted(path) + " is an HDF5 file but neither an snnsim checkpoint (attribute 'config' and /parameters) "
-                "nor a recording (attribute 'format')");
+                "nor a recording (attribute 'format') nor a NIR graph (/version and /node)");
   }
   char first = 0;
   while (probe.get(first) && std::isspace(static_cast<unsigned char>(first))) {

@@ -24,6 +24,11 @@ bool NetworkOverrides::empty() const {
 }
 
 void NetworkOverrides::apply(NetworkConfig& c) const {
+  if (c.graph && (tau || v_threshold || v_reset || refractory)) {
+    throw Error(std::string(tau ? "tau" : v_threshold ? "v_threshold" : v_reset ? "v_reset" : "refractory") +
+                ": a graph network's neurons are set on its nodes, one per layer; overrides are for --layers "
+                "networks");
+  }
   if (steps) {
     if (*steps < 1) throw Error("T: expected a whole number >= 1, got " + std::to_string(*steps));
     c.steps = *steps;

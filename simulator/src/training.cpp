@@ -1,5 +1,7 @@
 #include "snn/simulator/training.h"
 
+#include "snn/simulator/graph_model.h"
+
 #include <ATen/Parallel.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
@@ -227,6 +229,7 @@ std::string population_name(const NetworkConfig& config, int64_t layer) {
     throw Error("layer " + std::to_string(layer) + " does not exist: the network has " + std::to_string(layers) +
                 " neuron layers");
   }
+  if (config.graph) return graph_neuron_names(*config.graph).at(static_cast<size_t>(layer));  // node names
   if (layer == layers - 1) return "output";
   if (layers == 2) return "hidden";
   return "hidden" + std::to_string(layer + 1);

@@ -36,6 +36,8 @@ void save_checkpoint(const std::string& path, const SpikingNetwork& network, int
 
 /// A network rebuilt from a checkpoint (config from the file, then its
 /// parameters), the epoch it was saved at, and the training state if saved.
+/// A NIR file (network_graph.h's network_from_model) loads too: its network
+/// with its weights, epoch 0, no training state.
 struct LoadedCheckpoint {
   std::unique_ptr<SpikingNetwork> network;
   int64_t epoch = 0;

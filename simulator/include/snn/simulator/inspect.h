@@ -11,7 +11,7 @@ namespace snn {
 
 /// A file described for a reader.
 struct FileDescription {
-  std::string kind;                ///< "checkpoint", "recording" or "sweep manifest"
+  std::string kind;                ///< "checkpoint", "recording", "sweep manifest" or "NIR graph"
   std::string path;                ///< the file read (a recording's PATH.partial when only that exists)
   std::vector<std::string> lines;  ///< the text, one line each, the first naming the kind and file
   std::string json;                ///< the same as one JSON object (its "kind" and "path" as above)
@@ -30,5 +30,8 @@ FileDescription describe_file(const std::string& path);
 FileDescription describe_checkpoint(const std::string& path);
 FileDescription describe_recording(const std::string& path);
 FileDescription describe_sweep_manifest(const std::string& path);
+/// A NIR file: its nodes in step order with their shapes and inputs, and
+/// whether snnsim simulates it yet.
+FileDescription describe_nir(const std::string& path);
 
 }  // namespace snn

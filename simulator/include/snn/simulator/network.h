@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "snn/encoders/encoders.h"
+#include "snn/graph/graph.h"
 #include "snn/neurons/functional.h"
 #include "snn/neurons/lif.h"
 #include "snn/neurons/linear.h"
@@ -31,6 +32,12 @@ struct NetworkConfig {
   /// Encoder gain: a pixel of intensity x spikes with probability
   /// min(1, input_gain * x) per step; default 1.
   double input_gain = 1.0;
+  /// A network graph other than the chain `layers` describes (skip
+  /// connections, recurrence, convolution: graph_model.h); null (default)
+  /// for a chain. With a graph, `layers` is derived from it (the input size,
+  /// then each neuron layer's size in execution order) and `neuron` is
+  /// unused: every neuron node has its own.
+  std::shared_ptr<const graph::Graph> graph;
 
   /// Throws snn::Error naming the first bad value.
   void validate() const;
@@ -42,6 +49,8 @@ struct NetworkConfig {
 };
 
 /// The modules of a network: encoder, then Linear and neuron layers.
+class GraphModel;
+
 class SpikingNetwork {
  public:
   explicit SpikingNetwork(const NetworkConfig& config);
@@ -77,8 +86,11 @@ class SpikingNetwork {
   void set_balance(std::vector<int64_t> balance);
   /// Input images [B, ...] uint8 or float in [0, 1] -> [B, features] float32.
   torch::Tensor prepare_input(const torch::Tensor& images) const;
+  /// The modules of a graph network (config().graph set); null for a chain.
+  const GraphModel* graph_model() const { return graph_model_.get(); }
 
  private:
+  std::shared_ptr<GraphModel> graph_model_;
   NetworkConfig config_;
   PoissonEncoder encoder_{nullptr};
   std::vector<Linear> synapses_;

@@ -1,0 +1,132 @@
+#pragma once
+/// What a network is, as a graph: named nodes (inputs, synapses, neuron
+/// layers, shape and time operators) and directed edges between them, in
+/// NIR's vocabulary where NIR has a word (docs/GRAPHS.md). How it is
+/// simulated (T, K, devices, balance, threads) is not part of it.
+///
+/// Semantics shared by every node: values flow along edges once per time
+/// step; a node with several incoming edges takes their sum; a cycle must
+/// pass through a Delay node (at least one step), so every step is
+/// computable from the past. Neuron parameters are in snnsim's discrete
+/// units (steps, SpikingJelly's update); NIR's continuous parameters are
+/// converted at the file's edge (nir_file.h), never here.
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "snn/neurons/functional.h"
+
+namespace snn::graph {
+
+/// The kinds of node. Names as in NIR ("Affine", "LIF", ...); PLIF and
+/// MaxPool2d are snnsim's (NIR has no word for them).
+enum class NodeKind {
+  kInput,      ///< the network's input: `shape` per sample
+  kOutput,     ///< the network's output: `shape` per sample
+  kAffine,     ///< W x + b: weight [out, in], bias [out]
+  kLinear,     ///< W x: weight [out, in]
+  kConv2d,     ///< 2-D convolution: weight [out, in / groups, kh, kw], bias [out]
+  kSumPool2d,  ///< sum over kernel windows
+  kAvgPool2d,  ///< mean over kernel windows
+  kMaxPool2d,  ///< max over kernel windows (snnsim extension)
+  kFlatten,    ///< merges dims start_dim..end_dim of the per-sample shape
+  kScale,      ///< x * scale, element-wise
+  kDelay,      ///< x from `delay` steps ago (0 before the first steps)
+  kLIF,        ///< leaky integrate-and-fire (SpikingJelly's LIFNode)
+  kIF,         ///< integrate-and-fire (IFNode)
+  kPLIF,       ///< LIF with a learned time constant (ParametricLIFNode; snnsim extension)
+  kLI,         ///< leaky integrator (no spikes)
+  kCubaLIF,    ///< current-based LIF (synaptic current state)
+  kCubaLI,     ///< current-based leaky integrator
+  kThreshold,  ///< spikes where x > threshold, no state
+};
+
+/// "Affine", "LIF", ... (NIR's type names; "PLIF", "MaxPool2d" for ours).
+std::string to_string(NodeKind kind);
+/// The kind of a type name, or nullopt for an unknown one.
+std::optional<NodeKind> parse_node_kind(const std::string& name);
+/// Every kind's name, for messages listing the known ones.
+std::string known_node_kinds();
+/// LIF, IF, PLIF, LI, CubaLIF, CubaLI, Threshold: the nodes with neurons.
+bool is_neuron(NodeKind kind);
+
+/// One node. Which fields matter depends on `kind` (the comments say);
+/// the rest keep their defaults and are ignored.
+struct Node {
+  std::string name;                 ///< unique within the graph; names recordings' populations
+  NodeKind kind = NodeKind::kInput;
+  /// Input, Output: the per-sample shape (no batch or time dims), e.g. {784}
+  /// or {1, 28, 28}. Delay, Scale and neuron nodes: their shape, or empty to
+  /// take it from the incoming edges (a Delay on a cycle must state it).
+  std::vector<int64_t> shape;
+  /// Affine, Linear, Conv2d: float32 weights and (Affine, Conv2d) bias.
+  /// Undefined = not given (a human-written graph): the network initialises
+  /// them from its seed, with `features` outputs (out channels for Conv2d).
+  torch::Tensor weight, bias;
+  int64_t features = 0;
+  /// Conv2d and the pools: window geometry, per spatial dim (h, w).
+  std::vector<int64_t> kernel_size, stride{1, 1}, padding{0, 0}, dilation{1, 1};
+  int64_t groups = 1;  ///< Conv2d
+  /// Flatten: the first and last per-sample dims merged (negative counts
+  /// from the end); default all of them.
+  int64_t start_dim = 0, end_dim = -1;
+  torch::Tensor scale;  ///< Scale: float32 factors of `shape`
+  int64_t delay = 1;    ///< Delay: steps, >= 1
+  /// LIF, IF, PLIF: the dynamics in steps (tau, v_threshold, v_reset,
+  /// decay_input, surrogate, detach_reset, refractory); `neuron.model`
+  /// agrees with `kind`.
+  NeuronParams neuron;
+  /// Per-neuron parameter arrays (float64, of the node's shape) that differ
+  /// between neurons, by NIR name ("v_threshold", ...), and the continuous
+  /// parameters of the kinds snnsim reads and writes but does not simulate
+  /// yet (LI, CubaLIF, CubaLI, Threshold), kept so that they survive a
+  /// read and write unchanged.
+  std::map<std::string, torch::Tensor> arrays;
+};
+
+/// A directed edge: `source`'s output feeds `target`'s input.
+struct Edge {
+  std::string source, target;
+  bool operator==(const Edge& o) const { return source == o.source && target == o.target; }
+};
+
+/// What validate() works out: each node's input and output shape per
+/// sample, and an order in which the nodes can be computed within a step:
+/// every edge points forward in it, except edges into a Delay on a cycle
+/// (the Delay gives its past input, so it comes first).
+struct GraphShapes {
+  std::map<std::string, std::vector<int64_t>> input, output;
+  std::vector<std::string> order;
+};
+
+/// A network graph: nodes in the order they were given, and edges.
+struct Graph {
+  std::vector<Node> nodes;
+  std::vector<Edge> edges;
+
+  /// The node called `name`; throws snn::Error when there is none.
+  const Node& node(const std::string& name) const;
+  Node& node(const std::string& name);
+  bool has_node(const std::string& name) const;
+  /// Sources of the edges into `name`, in edge order.
+  std::vector<std::string> sources_of(const std::string& name) const;
+  /// Targets of the edges out of `name`, in edge order.
+  std::vector<std::string> targets_of(const std::string& name) const;
+
+  /// Checks the whole graph and infers its shapes. Throws snn::Error with one
+  /// line naming the node, edge or parameter and the problem: a duplicate or
+  /// empty name, an edge naming no node, a node no edge reaches or leaves, no
+  /// Input or Output, a shape mismatch along an edge, parameters of the
+  /// wrong shape or value, a cycle without a Delay.
+  GraphShapes validate() const;
+};
+
+/// "[1, 28, 28]".
+std::string shape_str(const std::vector<int64_t>& shape);
+
+}  // namespace snn::graph

@@ -1,0 +1,570 @@
+#include "snn/simulator/graph_model.h"
+
+#include <torch/nn/functional/pooling.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "snn/core/error.h"
+#include "snn/core/temporal.h"
+#include "snn/simulator/neuron_sim.h"
+
+namespace snn {
+
+using graph::Graph;
+using graph::Node;
+using graph::NodeKind;
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw Error("graph: " + what); }
+
+// A Delay of d steps: its output at step t is its input at t - d (zeros
+// before). State: the last d inputs [d, B, ...], so blocks of any K agree.
+class DelayLineImpl : public torch::nn::Module, public Temporal {
+ public:
+  DelayLineImpl(int64_t delay, std::vector<int64_t> shape) : delay_(delay), shape_(std::move(shape)) {}
+
+  // A block [K, B, ...]: outputs for its K steps.
+  torch::Tensor forward(const torch::Tensor& x) {
+    ensure(x.size(1), x.options());
+    const torch::Tensor all = torch::cat({history_, x}, 0);
+    history_ = all.narrow(0, x.size(0), delay_);
+    return all.narrow(0, 0, x.size(0));
+  }
+  // Step by step (inside a cycle): the output of the current step, then its input.
+  torch::Tensor peek(int64_t batch, const torch::TensorOptions& options) {
+    ensure(batch, options);
+    return history_[0];
+  }
+  void push(const torch::Tensor& x_step) {
+    history_ = torch::cat({history_.narrow(0, 1, delay_ - 1), x_step.unsqueeze(0)}, 0);
+  }
+  void reset_state() override { history_ = torch::Tensor(); }
+  std::vector<torch::Tensor> save_state() const override {
+    return history_.defined() ? std::vector<torch::Tensor>{history_} : std::vector<torch::Tensor>{};
+  }
+  void load_state(const std::vector<torch::Tensor>& state) override {
+    history_ = state.empty() ? torch::Tensor() : state[0];
+  }
+
+ private:
+  void ensure(int64_t batch, const torch::TensorOptions& options) {
+    if (history_.defined() && history_.size(1) == batch) return;
+    std::vector<int64_t> dims{delay_, batch};
+    dims.insert(dims.end(), shape_.begin(), shape_.end());
+    history_ = torch::zeros(dims, options.dtype(torch::kFloat));
+  }
+  int64_t delay_;
+  std::vector<int64_t> shape_;
+  torch::Tensor history_;
+};
+TORCH_MODULE(DelayLine);
+
+}  // namespace
+
+// The module of each node that has one.
+struct GraphModel::Modules {
+  std::map<std::string, Linear> linear;  // Affine, Linear, Conv2d (im2col)
+  std::map<std::string, NeuronModule> neuron;
+  std::map<std::string, DelayLine> delay;
+  std::map<std::string, torch::Tensor> scale;
+};
+
+struct GraphModel::Unit {
+  std::vector<const Node*> nodes;  // one node, or a cycle's nodes in step order
+  bool cycle = false;
+  int64_t neurons = 0;
+};
+
+namespace {
+
+// What a stage needs: the graph, the units it runs, and how its input and
+// output are packed.
+struct StagePlan {
+  const Graph* graph = nullptr;
+  const graph::GraphShapes* shapes = nullptr;
+  std::shared_ptr<GraphModel::Modules> modules;
+  std::vector<std::shared_ptr<GraphModel::Unit>> units;
+  std::vector<std::string> inputs;   // values arriving, in this order (stage 0: the Input node)
+  std::vector<std::string> outputs;  // values leaving (the last stage: the Output node)
+  bool first = false, last = false;
+};
+
+int64_t numel(const std::vector<int64_t>& s) {
+  int64_t n = 1;
+  for (auto v : s) n *= v;
+  return n;
+}
+
+std::vector<int64_t> with_time(int64_t K, int64_t B, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> d{K, B};
+  d.insert(d.end(), shape.begin(), shape.end());
+  return d;
+}
+
+// One node on its summed input `in` [K, B, ...] (K = 1 inside a cycle).
+torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::GraphShapes& shapes, const torch::Tensor& in) {
+  const int64_t K = in.size(0), B = in.size(1);
+  const auto& out_shape = shapes.output.at(n.name);
+  switch (n.kind) {
+    case NodeKind::kOutput:
+      return in;
+    case NodeKind::kAffine:
+    case NodeKind::kLinear:
+      return m.linear.at(n.name)->forward(in);
+    case NodeKind::kConv2d: {
+      const auto& is = shapes.input.at(n.name);
+      const torch::Tensor x = in.reshape({K * B, is[0], is[1], is[2]});
+      // im2col copies values; the sums are snn::Linear's, fixed-order per row.
+      const torch::Tensor cols = torch::nn::functional::unfold(
+          x, torch::nn::functional::UnfoldFuncOptions(n.kernel_size).dilation(n.dilation).padding(n.padding).stride(n.stride));
+      const int64_t L = cols.size(2);
+      const torch::Tensor rows = cols.transpose(1, 2).reshape({K * B * L, cols.size(1)});
+      const torch::Tensor y = m.linear.at(n.name)->forward(rows);  // [K B L, Cout]
+      return y.reshape({K * B, L, out_shape[0]}).transpose(1, 2).reshape(with_time(K, B, out_shape));
+    }
+    case NodeKind::kSumPool2d:
+    case NodeKind::kAvgPool2d: {
+      const auto& is = shapes.input.at(n.name);
+      const torch::Tensor x = in.reshape({K * B, is[0], is[1], is[2]});
+      auto o = torch::nn::functional::AvgPool2dFuncOptions(n.kernel_size).stride(n.stride).padding(n.padding).count_include_pad(true);
+      if (n.kind == NodeKind::kSumPool2d) o.divisor_override(1);
+      return torch::nn::functional::avg_pool2d(x, o).reshape(with_time(K, B, out_shape));
+    }
+    case NodeKind::kMaxPool2d: {
+      const auto& is = shapes.input.at(n.name);
+      const torch::Tensor x = in.reshape({K * B, is[0], is[1], is[2]});
+      return torch::nn::functional::max_pool2d(
+                 x, torch::nn::functional::MaxPool2dFuncOptions(n.kernel_size).stride(n.stride).padding(n.padding))
+          .reshape(with_time(K, B, out_shape));
+    }
+    case NodeKind::kFlatten:
+      return in.reshape(with_time(K, B, out_shape));
+    case NodeKind::kScale:
+      return in * m.scale.at(n.name).to(in.device());
+    case NodeKind::kDelay:
+      return m.delay.at(n.name)->forward(in);
+    case NodeKind::kLIF:
+    case NodeKind::kIF:
+    case NodeKind::kPLIF:
+      return m.neuron.at(n.name).module.forward(in);
+    default:
+      throw InternalError("node kind without execution: " + graph::to_string(n.kind));
+  }
+}
+
+// Runs a stage's units on its packed input.
+class GraphStageImpl : public torch::nn::Module {
+ public:
+  explicit GraphStageImpl(std::shared_ptr<const StagePlan> plan) : plan_(std::move(plan)) {
+    // Register the stage's modules, so that the pipeline moves them and
+    // finds the stateful ones (neurons, delays).
+    for (const auto& u : plan_->units) {
+      for (const Node* n : u->nodes) {
+        const auto& m = *plan_->modules;
+        if (m.linear.count(n->name)) register_module(n->name, m.linear.at(n->name).ptr());
+        if (m.neuron.count(n->name)) register_module(n->name, m.neuron.at(n->name).module.ptr());
+        if (m.delay.count(n->name)) register_module(n->name, m.delay.at(n->name).ptr());
+      }
+    }
+  }
+
+  torch::Tensor forward(const torch::Tensor& packed) {
+    const StagePlan& p = *plan_;
+    const int64_t K = packed.size(0), B = packed.size(1);
+    std::map<std::string, torch::Tensor> values;
+    // Unpack what crossed the cut.
+    int64_t at = 0;
+    for (const auto& name : p.inputs) {
+      const auto& shape = p.shapes->output.at(name);
+      const int64_t n = numel(shape);
+      torch::Tensor v = packed.narrow(2, at, n);
+      if (v.scalar_type() != torch::kFloat) v = v.to(torch::kFloat);
+      values[name] = v.reshape(with_time(K, B, shape));
+      at += n;
+    }
+    for (const auto& u : p.units) {
+      if (!u->cycle) {
+        const Node& n = *u->nodes[0];
+        if (n.kind == NodeKind::kInput) continue;  // unpacked above
+        values[n.name] = apply_node(n, *p.modules, *p.shapes, summed(n, values, nullptr, -1));
+        continue;
+      }
+      run_cycle(*u, values, K, B, packed.device());
+    }
+    if (p.last) return values.at(p.outputs.at(0));
+    std::vector<torch::Tensor> out;
+    for (const auto& name : p.outputs) out.push_back(values.at(name).reshape({K, B, -1}));
+    return out.size() == 1 ? out[0] : torch::cat(out, 2);
+  }
+
+ private:
+  // The sum of a node's sources in edge order; inside a cycle, step k's
+  // values (`step` holds the cycle's own of this step).
+  torch::Tensor summed(const Node& n, const std::map<std::string, torch::Tensor>& values,
+                       const std::map<std::string, torch::Tensor>* step, int64_t k) const {
+    torch::Tensor acc;
+    for (const auto& s : plan_->graph->sources_of(n.name)) {
+      torch::Tensor v;
+      if (step && step->count(s)) {
+        v = step->at(s);
+      } else {
+        v = values.at(s);
+        if (k >= 0) v = v.narrow(0, k, 1);
+      }
+      acc = acc.defined() ? acc + v : v;
+    }
+    return acc;
+  }
+
+  void run_cycle(const GraphModel::Unit& u, std::map<std::string, torch::Tensor>& values, int64_t K, int64_t B,
+                 const torch::Device& device) {
+    const StagePlan& p = *plan_;
+    std::map<std::string, std::vector<torch::Tensor>> steps;
+    for (int64_t k = 0; k < K; ++k) {
+      std::map<std::string, torch::Tensor> now;  // [1, B, ...] this step
+      for (const Node* n : u.nodes) {
+        if (n->kind == NodeKind::kDelay) {
+          now[n->name] = p.modules->delay.at(n->name)->peek(B, torch::TensorOptions().device(device)).unsqueeze(0);
+        } else {
+          now[n->name] = apply_node(*n, *p.modules, *p.shapes, summed(*n, values, &now, k));
+        }
+      }
+      for (const Node* n : u.nodes) {
+        if (n->kind == NodeKind::kDelay) p.modules->delay.at(n->name)->push(summed(*n, values, &now, k).squeeze(0));
+      }
+      for (const auto& [name, v] : now) steps[name].push_back(v);
+    }
+    for (auto& [name, list] : steps) values[name] = torch::cat(list, 0);
+  }
+
+  std::shared_ptr<const StagePlan> plan_;
+};
+TORCH_MODULE(GraphStage);
+
+// Strongly connected components (Tarjan), as node-name sets.
+std::vector<std::vector<std::string>> components(const Graph& g) {
+  std::map<std::string, int> index, low;
+  std::map<std::string, bool> on;
+  std::vector<std::string> stack;
+  std::vector<std::vector<std::string>> out;
+  int next = 0;
+  std::function<void(const std::string&)> visit = [&](const std::string& v) {
+    index[v] = low[v] = next++;
+    stack.push_back(v);
+    on[v] = true;
+    for (const auto& w : g.targets_of(v)) {
+      if (!index.count(w)) {
+        visit(w);
+        low[v] = std::min(low[v], low[w]);
+      } else if (on[w]) {
+        low[v] = std::min(low[v], index[w]);
+      }
+    }
+    if (low[v] == index[v]) {
+      std::vector<std::string> c;
+      std::string w;
+      do {
+        w = stack.back();
+        stack.pop_back();
+        on[w] = false;
+        c.push_back(w);
+      } while (w != v);
+      out.push_back(c);
+    }
+  };
+  for (const auto& n : g.nodes) {
+    if (!index.count(n.name)) visit(n.name);
+  }
+  return out;
+}
+
+}  // namespace
+
+static std::vector<std::shared_ptr<GraphModel::Unit>> make_units(const Graph& graph_, const graph::GraphShapes& shapes_) {
+  std::map<std::string, size_t> rank;
+  for (size_t i = 0; i < shapes_.order.size(); ++i) rank[shapes_.order[i]] = i;
+  std::vector<std::shared_ptr<GraphModel::Unit>> units_;
+  // Units: the components in an order where every edge between two of them
+  // points forward (Kahn, ties by step order); a component of several nodes
+  // (or a node feeding itself) is a cycle, run step by step.
+  std::vector<std::vector<std::string>> comps = components(graph_);
+  std::map<std::string, size_t> comp_of;
+  for (size_t c = 0; c < comps.size(); ++c) {
+    std::sort(comps[c].begin(), comps[c].end(), [&](const std::string& a, const std::string& b) { return rank[a] < rank[b]; });
+    for (const auto& v : comps[c]) comp_of[v] = c;
+  }
+  std::vector<int> pending(comps.size(), 0);
+  for (const auto& e : graph_.edges) {
+    if (comp_of[e.source] != comp_of[e.target]) ++pending[comp_of[e.target]];
+  }
+  std::vector<bool> placed(comps.size(), false);
+  for (size_t count = 0; count < comps.size(); ++count) {
+    size_t best = comps.size();
+    for (size_t c = 0; c < comps.size(); ++c) {
+      if (!placed[c] && pending[c] == 0 && (best == comps.size() || rank[comps[c][0]] < rank[comps[best][0]])) best = c;
+    }
+    if (best == comps.size()) throw InternalError("the component graph has a cycle");
+    placed[best] = true;
+    auto u = std::make_shared<GraphModel::Unit>();
+    bool self_loop = false;
+    for (const auto& v : comps[best]) {
+      u->nodes.push_back(&graph_.node(v));
+      for (const auto& t : graph_.targets_of(v)) self_loop |= t == v;
+      for (const auto& t : graph_.targets_of(v)) {
+        if (comp_of[t] != best) --pending[comp_of[t]];
+      }
+    }
+    u->cycle = u->nodes.size() > 1 || self_loop;
+    for (const Node* n : u->nodes) {
+      if (n->kind == NodeKind::kLIF || n->kind == NodeKind::kIF || n->kind == NodeKind::kPLIF) ++u->neurons;
+    }
+    units_.push_back(u);
+  }
+  return units_;
+}
+
+std::vector<std::string> graph_neuron_names(const Graph& graph) {
+  const graph::GraphShapes shapes = graph.validate();
+  std::vector<std::string> out;
+  for (const auto& u : make_units(graph, shapes)) {
+    for (const Node* n : u->nodes) {
+      if (n->kind == NodeKind::kLIF || n->kind == NodeKind::kIF || n->kind == NodeKind::kPLIF) out.push_back(n->name);
+    }
+  }
+  return out;
+}
+
+GraphModel::GraphModel(const Graph& graph) : graph_(graph), shapes_(graph_.validate()) {
+  auto modules = std::make_shared<Modules>();
+  modules_ = modules;
+  for (const auto& n : graph_.nodes) {
+    switch (n.kind) {
+      case NodeKind::kInput:
+      case NodeKind::kOutput:
+      case NodeKind::kFlatten:
+      case NodeKind::kSumPool2d:
+      case NodeKind::kAvgPool2d:
+      case NodeKind::kMaxPool2d:
+        break;
+      case NodeKind::kAffine:
+      case NodeKind::kLinear:
+      case NodeKind::kConv2d: {
+        const auto& in = shapes_.input.at(n.name);
+        const int64_t out = shapes_.output.at(n.name)[0];
+        if (n.kind == NodeKind::kConv2d && n.groups != 1) {
+          fail("node '" + n.name + "' (Conv2d): grouped convolution (groups " + std::to_string(n.groups) +
+               ") is not simulated yet");
+        }
+        const int64_t fan_in = n.kind == NodeKind::kConv2d ? in[0] * n.kernel_size[0] * n.kernel_size[1] : in[0];
+        const bool bias = n.kind != NodeKind::kLinear;
+        Linear fc(LinearOptions(fan_in, out).bias(bias).carry_grad_sums(true));
+        torch::NoGradGuard no_grad;
+        if (n.weight.defined()) fc->weight.copy_(n.weight.reshape({out, fan_in}));
+        if (bias && n.bias.defined()) fc->bias.copy_(n.bias);
+        if (bias && n.weight.defined() && !n.bias.defined()) fc->bias.zero_();
+        modules->linear.emplace(n.name, fc);
+        break;
+      }
+      case NodeKind::kScale:
+        modules->scale.emplace(n.name, n.scale.to(torch::kFloat));
+        break;
+      case NodeKind::kDelay:
+        modules->delay.emplace(n.name, DelayLine(n.delay, shapes_.output.at(n.name)));
+        break;
+      case NodeKind::kLIF:
+      case NodeKind::kIF:
+      case NodeKind::kPLIF: {
+        const bool per_neuron = n.kind == NodeKind::kPLIF ? n.arrays.size() > (n.arrays.count("w") ? 1u : 0u)
+                                                          : !n.arrays.empty();
+        if (per_neuron) fail("node '" + n.name + "' has per-neuron parameters, which are not simulated yet");
+        NeuronModule nm = make_neuron_layer(n.neuron, StepMode::kMulti);
+        if (n.kind == NodeKind::kPLIF && n.arrays.count("w")) {
+          torch::NoGradGuard no_grad;
+          for (auto& p : nm.module.ptr()->named_parameters()) {
+            if (p.key() == "w") p.value().copy_(n.arrays.at("w").reshape(p.value().sizes()));
+          }
+        }
+        modules->neuron.emplace(n.name, nm);
+        break;
+      }
+      default:
+        fail("node '" + n.name + "' (" + graph::to_string(n.kind) + ") is not simulated yet");
+    }
+  }
+  units_ = make_units(graph_, shapes_);
+  for (const auto& u : units_) {
+    for (const Node* n : u->nodes) {
+      if (modules->neuron.count(n->name)) {
+        neurons_.push_back(modules->neuron.at(n->name).layer);
+        neuron_names_.push_back(n->name);
+      }
+    }
+  }
+  if (neurons_.empty()) fail("the graph has no neuron layer (LIF, IF or PLIF)");
+  // The output is the last neuron layer's spikes (what evaluation counts).
+  for (const auto& n : graph_.nodes) {
+    if (n.kind != NodeKind::kOutput) continue;
+    const auto src = graph_.sources_of(n.name);
+    if (src.size() != 1 || src[0] != neuron_names_.back()) {
+      fail("the Output '" + n.name + "' must be fed by the last neuron layer ('" + neuron_names_.back() +
+           "') alone: snnsim counts its spikes");
+    }
+  }
+}
+
+std::vector<int64_t> GraphModel::layer_sizes() const {
+  std::vector<int64_t> out;
+  for (const auto& n : graph_.nodes) {
+    if (n.kind == NodeKind::kInput) out.push_back(numel(shapes_.output.at(n.name)));
+  }
+  if (out.size() != 1) fail("a graph network needs exactly one Input, this one has " + std::to_string(out.size()));
+  for (const auto& name : neuron_names_) out.push_back(numel(shapes_.output.at(name)));
+  return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> GraphModel::named_parameters() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  const auto& m = *modules_;
+  for (const auto& u : units_) {
+    for (const Node* n : u->nodes) {
+      if (m.linear.count(n->name)) {
+        for (const auto& p : m.linear.at(n->name)->named_parameters()) out.emplace_back(n->name + "." + p.key(), p.value());
+      }
+      if (m.neuron.count(n->name)) {
+        for (const auto& p : m.neuron.at(n->name).module.ptr()->named_parameters()) {
+          out.emplace_back(n->name + "." + p.key(), p.value());
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Graph GraphModel::graph_with_weights() const {
+  Graph g = graph_;
+  const auto& m = *modules_;
+  for (auto& n : g.nodes) {
+    if (m.linear.count(n.name)) {
+      const Linear& fc = m.linear.at(n.name);
+      torch::Tensor w = fc->weight.detach().to(torch::kCPU).clone();
+      if (n.kind == NodeKind::kConv2d) {
+        const auto& in = shapes_.input.at(n.name);
+        w = w.reshape({w.size(0), in[0], n.kernel_size[0], n.kernel_size[1]});
+      }
+      n.weight = w;
+      if (fc->bias.defined()) n.bias = fc->bias.detach().to(torch::kCPU).clone();
+      n.features = 0;
+    }
+    if (n.kind == NodeKind::kPLIF && m.neuron.count(n.name)) {
+      for (const auto& p : m.neuron.at(n.name).module.ptr()->named_parameters()) {
+        if (p.key() == "w") n.arrays["w"] = p.value().detach().to(torch::kCPU).clone().reshape({});
+      }
+    }
+  }
+  return g;
+}
+
+std::vector<int64_t> GraphModel::atomic_groups() const {
+  std::vector<int64_t> out;
+  for (const auto& u : units_) {
+    if (u->neurons > 0) out.push_back(u->neurons);
+  }
+  return out;
+}
+
+std::vector<int64_t> GraphModel::even_balance(int64_t stages) const {
+  const std::vector<int64_t> groups = atomic_groups();
+  if (stages < 1 || stages > static_cast<int64_t>(groups.size())) {
+    throw Error(std::to_string(stages) + " stages for a graph with " + std::to_string(groups.size()) +
+                " neuron layers (or cycles, which stay in one stage): at most one stage each");
+  }
+  // Even over the groups, as the chain splits its layers.
+  const int64_t n = static_cast<int64_t>(groups.size());
+  std::vector<int64_t> out;
+  size_t g = 0;
+  for (int64_t s = 0; s < stages; ++s) {
+    const int64_t take = n / stages + (s < n % stages ? 1 : 0);
+    int64_t layers = 0;
+    for (int64_t i = 0; i < take; ++i) layers += groups[g++];
+    out.push_back(layers);
+  }
+  return out;
+}
+
+void GraphModel::check_balance(const std::vector<int64_t>& balance) const {
+  size_t s = 0;
+  int64_t count = 0;
+  for (const auto& u : units_) {
+    if (u->neurons == 0) continue;
+    count += u->neurons;
+    if (s < balance.size() && count > balance[s]) {
+      std::string names;
+      for (const Node* n : u->nodes) names += (names.empty() ? "" : ", ") + n->name;
+      throw Error("balance " + std::to_string(balance[s]) + " for stage " + std::to_string(s) +
+                  " cuts the cycle through " + names + ": a cycle runs in one stage");
+    }
+    if (s < balance.size() && count == balance[s]) {
+      ++s;
+      count = 0;
+    }
+  }
+}
+
+std::vector<torch::nn::AnyModule> GraphModel::make_stages(const std::vector<int64_t>& balance) const {
+  check_balance(balance);
+  const int64_t S = static_cast<int64_t>(balance.size());
+  std::vector<std::shared_ptr<StagePlan>> plans;
+  for (int64_t s = 0; s < S; ++s) {
+    auto p = std::make_shared<StagePlan>();
+    p->graph = &graph_;
+    p->shapes = &shapes_;
+    p->modules = modules_;
+    p->first = s == 0;
+    p->last = s == S - 1;
+    plans.push_back(p);
+  }
+  // Units to stages: a stage ends after its last neuron layer; what follows
+  // (the next layer's synapses) opens the next stage.
+  std::map<std::string, int64_t> stage_of;
+  int64_t s = 0, count = 0;
+  for (const auto& u : units_) {
+    plans[s]->units.push_back(u);
+    for (const Node* n : u->nodes) stage_of[n->name] = s;
+    count += u->neurons;
+    if (u->neurons > 0 && count == balance[s] && s + 1 < S) {
+      ++s;
+      count = 0;
+    }
+  }
+  // What crosses each cut: values made at or before it and used after it.
+  for (const auto& n : graph_.nodes) {
+    if (n.kind == NodeKind::kInput) plans[0]->inputs.push_back(n.name);
+    if (n.kind == NodeKind::kOutput) plans[S - 1]->outputs.push_back(n.name);
+  }
+  for (int64_t cut = 0; cut + 1 < S; ++cut) {
+    std::vector<std::string> live;
+    for (const auto& u : units_) {
+      for (const Node* n : u->nodes) {
+        if (stage_of[n->name] > cut) continue;
+        for (const auto& t : graph_.targets_of(n->name)) {
+          if (stage_of[t] > cut) {
+            live.push_back(n->name);
+            break;
+          }
+        }
+      }
+    }
+    plans[cut]->outputs = live;
+    plans[cut + 1]->inputs = live;
+  }
+  std::vector<torch::nn::AnyModule> out;
+  for (const auto& p : plans) out.emplace_back(GraphStage(std::shared_ptr<const StagePlan>(p)));
+  return out;
+}
+
+}  // namespace snn

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Network graphs from the command line (issue 19): a TOML graph trains the
+# same network as --layers; `snnsim export --nir` writes what the `nir`
+# package reads and type-checks, equal to the checkpoint; the export runs
+# with the checkpoint's spikes; a file made by nir.write runs by NIR's
+# equations (tests/python/nir_check.py); bad graphs (TOML and NIR) give one
+# line naming the node, edge or dataset, exit 2, and nothing is simulated.
+#   nir_interop_test.sh SNNSIM FIXTURE_DIR PYTHON
+set -uo pipefail
+snnsim="$1"
+fixture="$2"
+python="$3"
+check="$(dirname "${BASH_SOURCE[0]}")/../python/nir_check.py"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+common=(--data-dir "$fixture" --threads 1)
+
+# ---- a TOML graph is the network --layers describes ----
+cat >"$tmp/net.toml" <<'EOF'
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [784]
+
+[[nodes]]
+name = "fc0"
+kind = "Affine"
+features = 24
+
+[[nodes]]
+name = "lif0"
+kind = "LIF"
+tau = 3.0
+v_threshold = 0.75
+surrogate = "sigmoid:4"
+
+[[nodes]]
+name = "fc1"
+kind = "Affine"
+features = 10
+
+[[nodes]]
+name = "lif1"
+kind = "LIF"
+tau = 3.0
+v_threshold = 0.75
+surrogate = "sigmoid:4"
+
+[[nodes]]
+name = "output"
+kind = "Output"
+EOF
+train=(train "${common[@]}" --epochs 1 --T 4 --seed 3 --lr 0.002)
+"$snnsim" "${train[@]}" --model "$tmp/net.toml" --checkpoint "$tmp/toml.h5" >"$tmp/t1.out" 2>&1 ||
+  fail "train --model net.toml: $(cat "$tmp/t1.out")"
+"$snnsim" "${train[@]}" --layers 784-24-10 --tau 3 --v-threshold 0.75 --surrogate sigmoid:4 \
+  --checkpoint "$tmp/layers.h5" >"$tmp/t2.out" 2>&1 || fail "train --layers: $(cat "$tmp/t2.out")"
+grep -q "^training 784-24-10 on" "$tmp/t1.out" && ok || fail "train --model does not name 784-24-10: $(head -1 "$tmp/t1.out")"
+"$python" - "$tmp/toml.h5" "$tmp/layers.h5" <<'PY' && ok || fail "a TOML chain trains other weights than --layers"
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:])
+assert sorted(a["parameters"]) == sorted(b["parameters"])
+for k in a["parameters"]:
+    assert np.array_equal(a["parameters"][k][...], b["parameters"][k][...]), k
+PY
+
+# ---- export: nir reads it, equal to the checkpoint ----
+"$snnsim" export "$tmp/toml.h5" --nir "$tmp/net.nir" >"$tmp/e.out" 2>&1 || fail "export: $(cat "$tmp/e.out")"
+grep -q "exported 784-24-10 (6 nodes, 5 edges, dt 0.0001 s)" "$tmp/e.out" && ok || fail "export said: $(cat "$tmp/e.out")"
+"$python" "$check" exported "$tmp/toml.h5" "$tmp/net.nir" 0.0001 >"$tmp/c.out" 2>&1 && ok ||
+  fail "nir's reading of the export: $(cat "$tmp/c.out")"
+expect_error "export over an existing file" "exists; pass --overwrite" export "$tmp/toml.h5" --nir "$tmp/net.nir"
+"$snnsim" export "$tmp/toml.h5" --nir "$tmp/net.nir" --overwrite --nir-dt 0.001 >/dev/null 2>&1 &&
+  "$python" "$check" exported "$tmp/toml.h5" "$tmp/net.nir" 0.001 >"$tmp/c.out" 2>&1 && ok ||
+  fail "export --nir-dt 0.001: $(cat "$tmp/c.out")"
+
+# ---- the export runs as the checkpoint does, spike for spike ----
+run=(run "${common[@]}" --T 4 --limit 40 --record hidden,output)
+"$snnsim" "${run[@]}" --checkpoint "$tmp/toml.h5" --summary "$tmp/a.json" --output "$tmp/a.h5" >/dev/null 2>"$tmp/err" ||
+  fail "run --checkpoint: $(cat "$tmp/err")"
+# A NIR file holds the network, not the encoder: --seed (0) and --T (8) are the run's.
+"$snnsim" "${run[@]}" --seed 3 --model "$tmp/net.nir" --summary "$tmp/b.json" --output "$tmp/b.h5" >/dev/null 2>"$tmp/err" ||
+  fail "run --model net.nir: $(cat "$tmp/err")"
+"$python" - "$tmp/a.json" "$tmp/b.json" "$tmp/a.h5" "$tmp/b.h5" <<'PY' && ok || fail "the export runs differently from its checkpoint"
+import json, sys, h5py, numpy as np
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for k in ("samples", "steps", "accuracy", "accuracy_by_step", "firing_rate"):
+    assert a[k] == b[k], (k, a[k], b[k])
+assert a["config"]["layers"] == b["config"]["layers"] and a["config"]["neuron"] == b["config"]["neuron"]
+ra, rb = (h5py.File(p, "r") for p in sys.argv[3:5])
+assert sorted(ra["spikes"]) == sorted(rb["spikes"]) == ["hidden", "output"], sorted(rb["spikes"])
+n = 0
+for pop in ra["spikes"]:
+    for d in ("node_ids", "timestamps"):
+        assert np.array_equal(ra["spikes"][pop][d][...], rb["spikes"][pop][d][...]), (pop, d)
+    n += ra["spikes"][pop]["node_ids"].size
+assert n > 0
+PY
+"$snnsim" inspect "$tmp/net.nir" >"$tmp/i.out" 2>&1
+grep -q "NIR" "$tmp/i.out" && ok || fail "inspect net.nir does not say it is NIR: $(cat "$tmp/i.out")"
+
+# ---- a file nir.write made runs by NIR's equations ----
+"$python" "$check" foreign "$tmp/foreign.nir" || fail "nir.write failed"
+"$snnsim" run "${common[@]}" --T 6 --limit 30 --model "$tmp/foreign.nir" --output "$tmp/f.h5" --record-input \
+  --record hidden,output --record-v hidden:0-23,output:0-9 >/dev/null 2>"$tmp/err" || fail "run --model foreign.nir: $(cat "$tmp/err")"
+"$python" "$check" oracle "$tmp/foreign.nir" "$tmp/f.h5" >"$tmp/o.out" 2>&1 && ok ||
+  fail "snnsim's run of nir.write's file against NIR's equations: $(cat "$tmp/o.out")"
+# Training starts from the file's weights.
+"$snnsim" train "${common[@]}" --epochs 1 --T 4 --limit 64 --model "$tmp/foreign.nir" --checkpoint "$tmp/ft.h5" \
+  >"$tmp/t3.out" 2>&1 && grep -q "^training 784-24-10" "$tmp/t3.out" && ok || fail "train --model foreign.nir: $(cat "$tmp/t3.out")"
+
+# ---- bad NIR files ----
+"$python" "$check" bad "$tmp" || fail "writing the bad files failed"
+bad_run=(run "${common[@]}" --limit 5)
+expect_error "unsupported node" "node/nodes/i has type 'I', which snnsim does not read" "${bad_run[@]}" --model "$tmp/unsupported.nir"
+expect_error "nested graph" "nested graphs" "${bad_run[@]}" --model "$tmp/nested.nir"
+expect_error "dangling edge" "edge 'h' -> 'ghost' names no node 'ghost'" "${bad_run[@]}" --model "$tmp/dangling.nir"
+expect_error "other version" "/version is '2.0.0'; snnsim reads NIR 1.x" "${bad_run[@]}" --model "$tmp/version.nir"
+expect_error "bias shape" "node 'a': bias has shape \[5\] but \[4\] is needed" "${bad_run[@]}" --model "$tmp/bias.nir"
+expect_error "shape along an edge" "node 'h' (LIF) has shape \[3\] but its input is \[4\] (edge 'a' -> 'h')" \
+  "${bad_run[@]}" --model "$tmp/mismatch.nir"
+expect_error "leak toward another value" "v_leak = 0.500000 differs from v_reset = 0.000000" "${bad_run[@]}" --model "$tmp/leak.nir"
+expect_error "cycle without delay" "has no Delay node" "${bad_run[@]}" --model "$tmp/cycle.nir"
+expect_error "export of a NIR file to itself needs --overwrite" "exists" export "$tmp/good.nir" --nir "$tmp/good.nir"
+
+# ---- bad TOML graphs ----
+toml_error() {  # NAME EXPECTED TOML_TEXT
+  printf '%s\n' "$3" >"$tmp/bad.toml"
+  expect_error "$1" "$2" train "${common[@]}" --epochs 1 --limit 8 --model "$tmp/bad.toml" --checkpoint "$tmp/never.h5"
+  [[ -e "$tmp/never.h5" ]] && fail "$1: a checkpoint was written from a bad graph"
+}
+head='[[nodes]]
+name = "input"
+kind = "Input"
+shape = [784]'
+toml_error "unknown kind" "node 'c': unknown kind 'Conv3d'" "$head
+[[nodes]]
+name = \"c\"
+kind = \"Conv3d\""
+toml_error "unknown key" "a LIF node has no key 'tua'" "$head
+[[nodes]]
+name = \"fc\"
+kind = \"Affine\"
+features = 10
+[[nodes]]
+name = \"l\"
+kind = \"LIF\"
+tua = 2.0
+[[nodes]]
+name = \"o\"
+kind = \"Output\""
+toml_error "TOML syntax" "(TOML), line 1: Error while parsing table header" '[[nodes]
+name = 3'
+toml_error "dangling source" "edge 'nope' -> 'fc' names no node 'nope'" "$head
+[[nodes]]
+name = \"fc\"
+kind = \"Affine\"
+features = 10
+from = \"nope\"
+[[nodes]]
+name = \"o\"
+kind = \"Output\""
+toml_error "cycle" "the cycle fc -> l -> fc has no Delay node" "$head
+[[nodes]]
+name = \"fc\"
+kind = \"Affine\"
+features = 10
+from = [\"input\", \"l\"]
+[[nodes]]
+name = \"l\"
+kind = \"LIF\"
+[[nodes]]
+name = \"o\"
+kind = \"Output\""
+toml_error "grouped convolution is not simulated yet" "node 'conv' (Conv2d): grouped convolution (groups 2) is not simulated yet" '[[nodes]]
+name = "input"
+kind = "Input"
+shape = [2, 28, 28]
+[[nodes]]
+name = "conv"
+kind = "Conv2d"
+features = 4
+kernel_size = 3
+groups = 2
+[[nodes]]
+name = "l"
+kind = "LIF"
+[[nodes]]
+name = "flat"
+kind = "Flatten"
+[[nodes]]
+name = "fc"
+kind = "Affine"
+features = 10
+[[nodes]]
+name = "l2"
+kind = "LIF"
+[[nodes]]
+name = "o"
+kind = "Output"'
+expect_error "--layers with --model" "--layers cannot be combined with --model" \
+  train "${common[@]}" --model "$tmp/net.toml" --layers 784-10
+expect_error "--model that is no file" "--model: expected lif, if, plif or a readable graph file" \
+  train "${common[@]}" --model "$tmp/missing.toml"
+expect_error "run a TOML graph (no weights)" "a TOML or JSON graph has no weights" run "${common[@]}" --model "$tmp/net.toml"
+
+finish

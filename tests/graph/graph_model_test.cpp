@@ -1,0 +1,291 @@
+// The graph executor (GraphModel): a chain through it equals the fused chain
+// bit for bit; skip connections and recurrence give the same spikes and
+// gradients for every partition, K and batch composition, and equal a
+// hand-written step loop; convolution equals LibTorch's conv2d (to rounding)
+// and does not depend on the batch.
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+
+#include "snn/core/error.h"
+#include "snn/graph/graph_text.h"
+#include "snn/neurons/functional.h"
+#include "snn/simulator/graph_model.h"
+#include "snn/simulator/network_graph.h"
+
+namespace {
+
+using namespace snn;
+using graph::Graph;
+
+// input [12] -> fc0 [9] -> lif0 (+ rec(delay(lif0)) ) -> fc1 [5] (+ skip(input)) -> lif1 -> output
+const char* kRecurrentSkip = R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [12]
+[[nodes]]
+name = "fc0"
+kind = "Affine"
+features = 9
+[[nodes]]
+name = "lif0"
+kind = "LIF"
+from = ["fc0", "rec"]
+tau = 2.0
+v_threshold = 0.4
+[[nodes]]
+name = "delay"
+kind = "Delay"
+from = "lif0"
+delay = 2
+shape = [9]
+[[nodes]]
+name = "rec"
+kind = "Linear"
+from = "delay"
+features = 9
+[[nodes]]
+name = "fc1"
+kind = "Affine"
+from = "lif0"
+features = 5
+[[nodes]]
+name = "skip"
+kind = "Affine"
+from = "input"
+features = 5
+[[nodes]]
+name = "lif1"
+kind = "LIF"
+from = ["fc1", "skip"]
+tau = 3.0
+v_threshold = 0.3
+[[nodes]]
+name = "output"
+kind = "Output"
+)";
+
+NetworkConfig graph_config(const Graph& g, int64_t T) {
+  NetworkConfig c;
+  c.graph = std::make_shared<const Graph>(g);
+  c.steps = T;
+  c.seed = 5;
+  return c;
+}
+
+torch::Tensor images(int64_t B, int64_t n) {
+  torch::manual_seed(99);
+  return torch::rand({B, n});
+}
+
+// [T, B, classes] output spikes of the network on `x` with a placement.
+// `first`: the global index of x's first sample (the encoder draws by it).
+torch::Tensor run(SpikingNetwork& net, const torch::Tensor& x, std::vector<std::string> devices, int64_t K,
+                  std::vector<int64_t> balance = {}, int64_t first = 0) {
+  torch::NoGradGuard no_grad;
+  NetworkConfig c = net.config();
+  c.devices = std::move(devices);
+  c.steps_per_tick = K;
+  c.balance = std::move(balance);
+  SpikingNetwork placed(c);
+  const auto from = net.named_parameters(), to = placed.named_parameters();
+  for (size_t i = 0; i < from.size(); ++i) to[i].second.copy_(from[i].second);
+  ModelPipeline p = placed.make_pipeline();
+  return p.constant_forward(placed.prepare_input(x), c.steps, /*reduce=*/false,
+                            torch::arange(first, first + x.size(0), torch::kLong));
+}
+
+TEST(GraphModel, AChainThroughTheExecutorEqualsTheFusedChain) {
+  NetworkConfig c;
+  c.layers = {30, 16, 7};
+  c.neuron.tau = 3.0;
+  c.neuron.v_threshold = 0.15;
+  c.steps = 6;
+  c.seed = 2;
+  SpikingNetwork fused(c);
+  NetworkConfig gc = graph_config(network_graph(fused), 6);  // with fused's weights
+  gc.seed = 2;
+  SpikingNetwork through(gc);
+  ASSERT_NE(through.graph_model(), nullptr);
+  EXPECT_EQ(through.config().layers, c.layers);
+  const torch::Tensor x = images(9, 30);
+  const torch::Tensor a = run(fused, x, {"cpu"}, 0), b = run(through, x, {"cpu"}, 0);
+  EXPECT_GT(a.sum().item<double>(), 0);
+  EXPECT_TRUE(torch::equal(a, b));
+  EXPECT_TRUE(torch::equal(a, run(through, x, {"cpu", "cpu"}, 4)));
+}
+
+TEST(GraphModel, RecurrenceAndSkipsGiveTheSameSpikesForEveryPartitionKAndBatch) {
+  const Graph g = graph::parse_graph_text(kRecurrentSkip, "test");
+  SpikingNetwork net(graph_config(g, 7));
+  EXPECT_EQ(net.config().layers, (std::vector<int64_t>{12, 9, 5}));
+  const torch::Tensor x = images(6, 12);
+  const torch::Tensor ref = run(net, x, {"cpu"}, 0);
+  EXPECT_GT(ref.sum().item<double>(), 0);
+  EXPECT_TRUE(torch::equal(ref, run(net, x, {"cpu"}, 1)));
+  EXPECT_TRUE(torch::equal(ref, run(net, x, {"cpu"}, 3)));
+  EXPECT_TRUE(torch::equal(ref, run(net, x, {"cpu", "cpu"}, 2)));
+  EXPECT_TRUE(torch::equal(ref, run(net, x, {"cpu", "cpu"}, 0, {1, 1})));
+  // Each sample alone: the same spikes as within the batch.
+  for (int64_t b = 0; b < x.size(0); ++b) {
+    EXPECT_TRUE(torch::equal(ref.narrow(1, b, 1), run(net, x.narrow(0, b, 1), {"cpu", "cpu"}, 3, {}, b)))
+        << "sample " << b;
+  }
+}
+
+TEST(GraphModel, RecurrenceEqualsAHandWrittenStepLoop) {
+  const Graph g = graph::parse_graph_text(kRecurrentSkip, "test");
+  SpikingNetwork net(graph_config(g, 7));
+  const torch::Tensor x = images(4, 12);
+  const torch::Tensor got = run(net, x, {"cpu"}, 0);
+  // The same encoder spikes, then the graph wired by hand, one step at a time.
+  torch::NoGradGuard no_grad;
+  std::map<std::string, torch::Tensor> p;
+  for (const auto& [name, t] : net.named_parameters()) p[name] = t;
+  const auto linear = [&](const std::string& node, bool bias) {
+    const torch::Tensor& w = p.at(node + ".weight");
+    Linear fc(LinearOptions(w.size(1), w.size(0)).bias(bias));
+    fc->weight.copy_(w);
+    if (bias) fc->bias.copy_(p.at(node + ".bias"));
+    return fc;
+  };
+  Linear fc0 = linear("fc0", true), rec = linear("rec", false), fc1 = linear("fc1", true), skip = linear("skip", true);
+  PoissonEncoder enc(PoissonEncoderOptions().seed(5).step_mode(StepMode::kMulti).spike_dtype(torch::kBool));
+  const torch::Tensor in = net.prepare_input(x);
+  const torch::Tensor spikes = enc->forward(in.unsqueeze(0).expand({7, 4, 12})).to(torch::kFloat);
+  NeuronParams p0, p1;
+  p0.tau = 2.0;
+  p0.v_threshold = 0.4;
+  p0.surrogate = Surrogate::atan();
+  p1 = p0;
+  p1.tau = 3.0;
+  p1.v_threshold = 0.3;
+  NeuronState s0, s1;
+  std::vector<torch::Tensor> hidden, out;
+  for (int64_t t = 0; t < 7; ++t) {
+    const torch::Tensor xt = spikes.narrow(0, t, 1);
+    torch::Tensor current = fc0->forward(xt);
+    const torch::Tensor past = t >= 2 ? hidden[t - 2] : torch::zeros({1, 4, 9});
+    current = current + rec->forward(past);
+    hidden.push_back(functional::neuron_multistep(current, s0, p0));
+    out.push_back(functional::neuron_multistep(fc1->forward(hidden.back()) + skip->forward(xt), s1, p1));
+  }
+  EXPECT_TRUE(torch::equal(got, torch::cat(out, 0)));
+}
+
+TEST(GraphModel, GradientsDoNotDependOnPartitionOrK) {
+  const Graph g = graph::parse_graph_text(kRecurrentSkip, "test");
+  const torch::Tensor x = images(5, 12);
+  torch::manual_seed(3);
+  const torch::Tensor probe = torch::randn({7, 5, 5});
+  const auto grads = [&](std::vector<std::string> devices, int64_t K) {
+    NetworkConfig c = graph_config(g, 7);
+    c.devices = std::move(devices);
+    c.steps_per_tick = K;
+    SpikingNetwork net(c);
+    ModelPipeline pipe = net.make_pipeline();
+    const torch::Tensor y = pipe.constant_forward(net.prepare_input(x), 7, /*reduce=*/false);
+    (y * probe).sum().backward();
+    std::vector<torch::Tensor> out;
+    for (const auto& [name, t] : net.named_parameters()) out.push_back(t.grad().clone());
+    return out;
+  };
+  const auto a = grads({"cpu"}, 0), b = grads({"cpu", "cpu"}, 3), c = grads({"cpu"}, 1);
+  ASSERT_EQ(a.size(), b.size());
+  double total = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(a[i], c[i])) << "parameter " << i;
+    total += a[i].abs().sum().item<double>();
+  }
+  EXPECT_GT(total, 0);
+}
+
+TEST(GraphModel, ConvolutionEqualsConv2dAndIsBatchInvariant) {
+  const Graph g = graph::parse_graph_text(R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [2, 9, 9]
+[[nodes]]
+name = "conv"
+kind = "Conv2d"
+features = 3
+kernel_size = 3
+padding = 1
+stride = 2
+[[nodes]]
+name = "l"
+kind = "IF"
+v_threshold = 0.2
+[[nodes]]
+name = "pool"
+kind = "SumPool2d"
+kernel_size = 1
+[[nodes]]
+name = "flat"
+kind = "Flatten"
+[[nodes]]
+name = "fc"
+kind = "Affine"
+features = 4
+[[nodes]]
+name = "l2"
+kind = "IF"
+[[nodes]]
+name = "output"
+kind = "Output"
+)",
+                                          "conv");
+  SpikingNetwork net(graph_config(g, 3));
+  EXPECT_EQ(net.config().layers, (std::vector<int64_t>{162, 3 * 5 * 5, 4}));
+  const torch::Tensor x = images(5, 162);
+  const torch::Tensor ref = run(net, x, {"cpu"}, 0);
+  for (int64_t b = 0; b < 5; ++b) EXPECT_TRUE(torch::equal(ref.narrow(1, b, 1), run(net, x.narrow(0, b, 1), {"cpu"}, 1, {}, b)));
+  // The conv values against LibTorch's conv2d.
+  const Graph w = network_graph(net);
+  const auto& conv = w.node("conv");
+  torch::manual_seed(4);
+  const torch::Tensor in = torch::rand({5, 2, 9, 9});
+  const torch::Tensor want = torch::conv2d(in, conv.weight, conv.bias, 2, 1);
+  std::map<std::string, torch::Tensor> p;
+  for (const auto& [name, t] : net.named_parameters()) p[name] = t;
+  EXPECT_EQ(p.at("conv.weight").sizes().vec(), (std::vector<int64_t>{3, 18}));
+  // im2col + the conv's Linear, as the executor does it.
+  const torch::Tensor cols = torch::nn::functional::unfold(in, torch::nn::functional::UnfoldFuncOptions({3, 3}).padding(1).stride(2));
+  const torch::Tensor got = torch::matmul(p.at("conv.weight"), cols) + p.at("conv.bias").view({1, 3, 1});
+  EXPECT_TRUE(torch::allclose(got.view({5, 3, 5, 5}), want, 1e-5, 1e-6));
+}
+
+TEST(GraphModel, ABalanceThatCutsACycleIsRefused) {
+  Graph g = graph::parse_graph_text(kRecurrentSkip, "test");
+  EXPECT_EQ(GraphModel(g).atomic_groups(), (std::vector<int64_t>{1, 1}));
+  // lif1 feeds back into lif0 too: both layers are one cycle.
+  graph::Node d2;
+  d2.name = "delay2";
+  d2.kind = graph::NodeKind::kDelay;
+  d2.shape = {5};
+  graph::Node r2;
+  r2.name = "rec2";
+  r2.kind = graph::NodeKind::kLinear;
+  r2.features = 9;
+  g.nodes.push_back(d2);
+  g.nodes.push_back(r2);
+  g.edges.insert(g.edges.end(), {{"lif1", "delay2"}, {"delay2", "rec2"}, {"rec2", "lif0"}});
+  const GraphModel m(g);
+  EXPECT_EQ(m.atomic_groups(), (std::vector<int64_t>{2}));
+  try {
+    m.check_balance({1, 1});
+    FAIL() << "a cut inside a cycle was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuts the cycle through"), std::string::npos) << e.what();
+  }
+  NetworkConfig c = graph_config(g, 4);
+  c.devices = {"cpu", "cpu"};
+  EXPECT_THROW(SpikingNetwork(c).make_pipeline(), Error);
+}
+
+}  // namespace

@@ -1,0 +1,402 @@
+// Network graphs: validation messages, the TOML/JSON form, NIR files written
+// and read back, and chain graphs as SpikingNetworks (the same spikes).
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "snn/core/error.h"
+#include "snn/graph/graph.h"
+#include "snn/graph/graph_text.h"
+#include "snn/graph/nir_file.h"
+#include "snn/simulator/network_graph.h"
+
+namespace {
+
+using namespace snn;
+using namespace snn::graph;
+
+std::string temp_path(const std::string& name) {
+  return testing::TempDir() + "/snn_graph_" + std::to_string(::getpid()) + "_" + name;
+}
+
+// The message of validate() (or "" when the graph is valid).
+std::string problem(const Graph& g) {
+  try {
+    g.validate();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string parse_problem(const std::string& text) {
+  try {
+    parse_graph_text(text, "model 'x.toml'");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kChainToml = R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [784]
+
+[[nodes]]
+name = "fc0"
+kind = "Affine"
+features = 32
+
+[[nodes]]
+name = "lif0"
+kind = "LIF"
+tau = 3.0
+v_threshold = 0.75
+
+[[nodes]]
+name = "fc1"
+kind = "Affine"
+features = 10
+
+[[nodes]]
+name = "lif1"
+kind = "LIF"
+tau = 3.0
+v_threshold = 0.75
+
+[[nodes]]
+name = "output"
+kind = "Output"
+)";
+
+TEST(GraphText, ChainInFileOrderWithInferredShapes) {
+  const Graph g = parse_graph_text(kChainToml, "model 'x.toml'");
+  ASSERT_EQ(g.nodes.size(), 6u);
+  ASSERT_EQ(g.edges.size(), 5u);
+  EXPECT_EQ(g.edges[0], (Edge{"input", "fc0"}));
+  EXPECT_EQ(g.edges[4], (Edge{"lif1", "output"}));
+  const GraphShapes s = g.validate();
+  EXPECT_EQ(s.output.at("lif0"), std::vector<int64_t>{32});
+  EXPECT_EQ(s.output.at("output"), std::vector<int64_t>{10});
+  EXPECT_EQ(g.node("lif0").neuron.tau, 3.0);
+  EXPECT_EQ(g.node("lif0").neuron.v_threshold, 0.75);
+  const ChainModel m = chain_model(g);
+  EXPECT_EQ(m.layers, (std::vector<int64_t>{784, 32, 10}));
+  EXPECT_TRUE(m.parameters.empty());  // weights come from the seed
+}
+
+TEST(GraphText, JsonReadsAsTomlAndRoundTrips) {
+  const Graph a = parse_graph_text(kChainToml, "a");
+  const Graph b = parse_graph_text(graph_to_json(a), "b");
+  EXPECT_EQ(graph_to_json(a), graph_to_json(b));
+  EXPECT_EQ(b.edges, a.edges);
+}
+
+TEST(GraphText, BadInputNamesNodeAndKey) {
+  EXPECT_NE(parse_problem("[[nodes]]\nname = \"a\"\nkind = \"Convolution\"\n").find("node 'a': unknown kind 'Convolution'"),
+            std::string::npos);
+  EXPECT_NE(parse_problem("[[nodes]]\nname = \"a\"\nkind = \"Input\"\nshap = [3]\n").find("has no key 'shap'"),
+            std::string::npos);
+  EXPECT_NE(parse_problem("[[nodes]]\nname = \"a\"\nkind = \"Input\"\nshape = \"big\"\n").find("'shape' must be"),
+            std::string::npos);
+  EXPECT_NE(parse_problem("[[nodes]\nname = 1\n").find("line 1"), std::string::npos);
+  EXPECT_NE(parse_problem("nodez = 1\n").find("unknown top-level key 'nodez'"), std::string::npos);
+}
+
+Graph chain(int64_t in, int64_t hidden, int64_t out) {
+  return parse_graph_text("{\"nodes\": [{\"name\": \"input\", \"kind\": \"Input\", \"shape\": [" + std::to_string(in) +
+                              "]}, {\"name\": \"fc0\", \"kind\": \"Affine\", \"features\": " + std::to_string(hidden) +
+                              "}, {\"name\": \"lif0\", \"kind\": \"LIF\"}, {\"name\": \"fc1\", \"kind\": \"Affine\", "
+                              "\"features\": " + std::to_string(out) +
+                              "}, {\"name\": \"lif1\", \"kind\": \"LIF\"}, {\"name\": \"output\", \"kind\": \"Output\"}]}",
+                          "chain");
+}
+
+TEST(GraphValidate, EveryProblemIsNamed) {
+  {
+    Graph g = chain(4, 3, 2);
+    g.edges.push_back({"lif1", "nowhere"});
+    EXPECT_NE(problem(g).find("edge 'lif1' -> 'nowhere' names no node 'nowhere'"), std::string::npos) << problem(g);
+  }
+  {
+    Graph g = chain(4, 3, 2);
+    g.node("fc1").weight = torch::zeros({2, 5});  // takes 5, gets 3
+    EXPECT_NE(problem(g).find("node 'fc1': weight [2, 5] takes 5 inputs but its input is [3]"), std::string::npos)
+        << problem(g);
+  }
+  {
+    Graph g = chain(4, 3, 2);
+    g.node("fc0").weight = torch::zeros({3, 4});
+    g.node("fc0").bias = torch::zeros({4});
+    EXPECT_NE(problem(g).find("node 'fc0': bias has shape [4] but [3] is needed"), std::string::npos) << problem(g);
+  }
+  {
+    Graph g = chain(4, 3, 2);
+    g.edges.push_back({"lif0", "fc0"});  // recurrence without a delay
+    EXPECT_NE(problem(g).find("the cycle fc0 -> lif0 -> fc0 has no Delay node"), std::string::npos) << problem(g);
+  }
+  {
+    Graph g = chain(4, 3, 2);
+    Node extra;
+    extra.name = "spare";
+    extra.kind = NodeKind::kLIF;
+    g.nodes.push_back(extra);
+    g.edges.push_back({"lif0", "spare"});
+    EXPECT_NE(problem(g).find("node 'spare' (LIF) has no outgoing edge"), std::string::npos) << problem(g);
+  }
+  {
+    Graph g = chain(4, 3, 2);
+    g.edges.push_back({"lif0", "lif1"});  // [3] summed with fc1's [2]
+    EXPECT_NE(problem(g).find("edge 'lif0' -> 'lif1': lif0 gives [3] but 'lif1' already takes [2]"), std::string::npos)
+        << problem(g);
+  }
+  {
+    Graph g = chain(4, 3, 2);
+    g.node("lif0").neuron.tau = 0.5;
+    EXPECT_NE(problem(g).find("node 'lif0': "), std::string::npos) << problem(g);
+  }
+  {
+    Graph g = chain(4, 3, 2);
+    g.nodes.push_back(g.node("fc0"));
+    EXPECT_NE(problem(g).find("two nodes are named 'fc0'"), std::string::npos) << problem(g);
+  }
+}
+
+TEST(GraphValidate, DelayedRecurrenceAndSkipsAreValid) {
+  // input -> fc0 -> lif0 -> fc1 -> lif1 -> output, lif0 -> delay -> rec -> lif0,
+  // and a skip input -> skip -> lif1.
+  Graph g = chain(4, 3, 2);
+  Node d;
+  d.name = "delay";
+  d.kind = NodeKind::kDelay;
+  d.shape = {3};
+  Node rec;
+  rec.name = "rec";
+  rec.kind = NodeKind::kLinear;
+  rec.weight = torch::zeros({3, 3});
+  Node skip;
+  skip.name = "skip";
+  skip.kind = NodeKind::kAffine;
+  skip.features = 2;
+  g.nodes.insert(g.nodes.end(), {d, rec, skip});
+  g.edges.insert(g.edges.end(), {{"lif0", "delay"}, {"delay", "rec"}, {"rec", "lif0"}, {"input", "skip"}, {"skip", "lif1"}});
+  const GraphShapes s = g.validate();
+  EXPECT_EQ(s.output.at("rec"), std::vector<int64_t>{3});
+  // The order puts every edge forward but the one into the Delay on the
+  // cycle (the Delay gives its past input, so it goes first).
+  std::map<std::string, size_t> at;
+  for (size_t i = 0; i < s.order.size(); ++i) at[s.order[i]] = i;
+  for (const auto& e : g.edges) {
+    if (e.target != "delay") EXPECT_LT(at[e.source], at[e.target]) << e.source << " -> " << e.target;
+  }
+  // Not simulated as a chain yet, and the message says which node leaves it.
+  try {
+    chain_model(g);
+    FAIL() << "a graph with recurrence was taken for a chain";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'input' (Input) feeds 2 nodes"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GraphValidate, ConvAndPoolShapes) {
+  const Graph g = parse_graph_text(R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [1, 28, 28]
+[[nodes]]
+name = "conv"
+kind = "Conv2d"
+features = 8
+kernel_size = 3
+padding = 1
+[[nodes]]
+name = "pool"
+kind = "MaxPool2d"
+kernel_size = 2
+[[nodes]]
+name = "flat"
+kind = "Flatten"
+[[nodes]]
+name = "output"
+kind = "Output"
+)",
+                                   "conv");
+  const GraphShapes s = g.validate();
+  EXPECT_EQ(s.output.at("conv"), (std::vector<int64_t>{8, 28, 28}));
+  EXPECT_EQ(s.output.at("pool"), (std::vector<int64_t>{8, 14, 14}));
+  EXPECT_EQ(s.output.at("flat"), (std::vector<int64_t>{8 * 14 * 14}));
+  Graph big = g;
+  big.node("conv").kernel_size = {31, 31};
+  EXPECT_NE(problem(big).find("kernel [31, 31] (dilation [1, 1]) is larger than the padded input [1, 28, 28]"),
+            std::string::npos)
+      << problem(big);
+  Graph zero = g;
+  zero.node("pool").stride = {0, 2};
+  EXPECT_NE(problem(zero).find("node 'pool': stride [0, 2] must be >= 1"), std::string::npos) << problem(zero);
+  Graph groups = g;
+  groups.node("conv").groups = 3;
+  EXPECT_NE(problem(groups).find("groups 3 do not divide the 1 input channels"), std::string::npos) << problem(groups);
+}
+
+TEST(NirFile, EveryKindWrittenAndReadBackUnchanged) {
+  torch::manual_seed(7);
+  Graph g = parse_graph_text(R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [2, 8, 8]
+[[nodes]]
+name = "conv"
+kind = "Conv2d"
+features = 4
+kernel_size = [3, 3]
+stride = 1
+padding = [1, 0]
+groups = 2
+[[nodes]]
+name = "pool"
+kind = "SumPool2d"
+kernel_size = 2
+[[nodes]]
+name = "avg"
+kind = "AvgPool2d"
+kernel_size = 1
+[[nodes]]
+name = "flat"
+kind = "Flatten"
+[[nodes]]
+name = "fc"
+kind = "Affine"
+features = 5
+[[nodes]]
+name = "if"
+kind = "IF"
+v_threshold = 0.5
+[[nodes]]
+name = "lin"
+kind = "Linear"
+features = 5
+[[nodes]]
+name = "delay"
+kind = "Delay"
+delay = 3
+[[nodes]]
+name = "plif"
+kind = "PLIF"
+tau = 2.5
+decay_input = false
+surrogate = "atan:2"
+[[nodes]]
+name = "output"
+kind = "Output"
+)",
+                             "every kind");
+  g.node("conv").weight = torch::randn({4, 1, 3, 3});
+  g.node("conv").bias = torch::randn({4});
+  g.node("fc").weight = torch::randn({5, 4 * 4 * 3});
+  g.node("fc").bias = torch::randn({5});
+  g.node("lin").weight = torch::randn({5, 5});
+  g.node("plif").arrays["w"] = torch::tensor(-0.4f);
+  const std::string path = temp_path("every.nir");
+  write_nir(path, g, 1e-3);
+  ASSERT_TRUE(is_nir_file(path));
+  const Graph back = read_nir(path);
+  back.validate();
+  // The same nodes (NIR stores them by name) with the same fields.
+  Graph sorted = g;
+  std::stable_sort(sorted.nodes.begin(), sorted.nodes.end(), [](const Node& a, const Node& b) { return a.name < b.name; });
+  std::stable_partition(sorted.nodes.begin(), sorted.nodes.end(), [](const Node& n) { return n.kind == NodeKind::kInput; });
+  std::stable_partition(sorted.nodes.begin(), sorted.nodes.end(), [](const Node& n) { return n.kind != NodeKind::kOutput; });
+  Graph shaped = back;  // read nodes know their shapes; written ones inferred them
+  for (auto& n : shaped.nodes) {
+    if (n.kind != NodeKind::kInput) n.shape.clear();
+  }
+  EXPECT_EQ(graph_to_json(shaped), graph_to_json(sorted));
+  for (const char* n : {"conv", "fc", "lin"}) {
+    EXPECT_TRUE(torch::equal(back.node(n).weight, g.node(n).weight)) << n;
+  }
+  EXPECT_TRUE(torch::equal(back.node("conv").bias, g.node("conv").bias));
+  EXPECT_EQ(back.node("delay").delay, 3);
+  EXPECT_EQ(back.node("plif").kind, NodeKind::kPLIF);
+  EXPECT_FLOAT_EQ(back.node("plif").arrays.at("w").item<float>(), -0.4f);
+  EXPECT_FALSE(back.node("plif").neuron.decay_input);
+  EXPECT_EQ(back.node("plif").neuron.surrogate.kind, SurrogateKind::kATan);
+  // Another dt: the IF's r = 1 / dt no longer adds inputs unscaled.
+  try {
+    read_nir(path, 0.5e-3);
+    FAIL() << "an IF of r dt = 0.5 was read";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/node/nodes/if (IF): r = 1000"), std::string::npos) << e.what();
+  }
+  std::remove(path.c_str());
+  // A delay in another dt's steps, or refused when it is not whole.
+  Graph d = parse_graph_text("{\"nodes\": [{\"name\": \"i\", \"kind\": \"Input\", \"shape\": [5]}, {\"name\": \"d\", "
+                             "\"kind\": \"Delay\", \"delay\": 3}, {\"name\": \"o\", \"kind\": \"Output\"}]}",
+                             "delay");
+  write_nir(path, d, 1e-3);
+  EXPECT_EQ(read_nir(path, 0.5e-3).node("d").delay, 6);
+  EXPECT_EQ(read_nir(path).node("d").delay, 3);  // the file's own dt
+  EXPECT_THROW(read_nir(path, 2e-3), Error);
+  std::remove(path.c_str());
+}
+
+TEST(NirFile, ExportRefusesWhatNirCannotSay) {
+  Graph g = chain(4, 3, 2);
+  g.node("fc0").weight = torch::zeros({3, 4});
+  g.node("fc1").weight = torch::zeros({2, 3});
+  g.node("lif0").neuron.v_reset = std::nullopt;
+  const std::string path = temp_path("soft.nir");
+  try {
+    write_nir(path, g);
+    FAIL() << "a soft reset was exported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'lif0' has a soft reset"), std::string::npos) << e.what();
+  }
+  EXPECT_NE(::access(path.c_str(), F_OK), 0) << "a refused export left a file";
+  g.node("lif0").neuron.v_reset = 0.0;
+  g.nodes[3].weight = torch::Tensor();  // fc1 without weights
+  EXPECT_THROW(write_nir(path, g), Error);
+}
+
+TEST(NetworkGraph, ChainNetworkThroughNirGivesTheSameSpikes) {
+  NetworkConfig c;
+  c.layers = {20, 12, 5};
+  c.neuron.tau = 3.0;
+  c.neuron.v_threshold = 0.6;
+  c.seed = 11;
+  c.steps = 6;
+  SpikingNetwork a(c);
+  const std::string path = temp_path("chain.nir");
+  write_nir(path, network_graph(a));
+  NetworkConfig base;
+  base.steps = c.steps;
+  base.seed = c.seed;
+  const auto b = network_from_model(path, base);
+  EXPECT_EQ(b->config().layers, c.layers);
+  EXPECT_EQ(b->config().neuron.tau, 3.0);
+  EXPECT_EQ(b->config().neuron.v_threshold, 0.6);
+  const auto pa = a.named_parameters(), pb = b->named_parameters();
+  ASSERT_EQ(pa.size(), pb.size());
+  for (size_t i = 0; i < pa.size(); ++i) {
+    EXPECT_EQ(pa[i].first, pb[i].first);
+    EXPECT_TRUE(torch::equal(pa[i].second, pb[i].second)) << pa[i].first;
+  }
+  torch::NoGradGuard no_grad;
+  const torch::Tensor images = torch::rand({7, 20}, torch::TensorOptions().dtype(torch::kFloat));
+  const auto spikes = [&](SpikingNetwork& n) {
+    ModelPipeline p = n.make_pipeline();
+    return p.constant_forward(n.prepare_input(images), c.steps, /*reduce=*/false);
+  };
+  EXPECT_TRUE(torch::equal(spikes(a), spikes(*b)));
+  std::remove(path.c_str());
+}
+
+}  // namespace
