@@ -83,9 +83,23 @@ FileDescription describe_checkpoint(const std::string& path) {
          {"training", c.has_training_state ? training_json(c.training) : json(nullptr)},
          {"resumable", c.has_training_state}};
   d.lines.push_back("checkpoint " + path);
-  d.lines.push_back(fmt::format("network: {}, T = {}, {}, seed {}, input gain {}", layers_text(c.config.layers),
-                                c.config.steps, neuron_text(config.at("neuron")), c.config.seed,
-                                num(c.config.input_gain)));
+  if (c.config.graph) {
+    // A graph network: its neuron layers by node name (each has its own dynamics).
+    std::string layers;
+    const auto names = graph_neuron_names(*c.config.graph);
+    for (size_t i = 0; i < names.size(); ++i) {
+      layers += fmt::format("{}{} [{}]", i ? ", " : "", names[i], c.config.layers[i + 1]);
+    }
+    d.lines.push_back(fmt::format("network: {}, a graph of {} nodes and {} edges (neuron layers {}), T = {}, seed {}, "
+                                  "input gain {}",
+                                  layers_text(c.config.layers), c.config.graph->nodes.size(),
+                                  c.config.graph->edges.size(), layers, c.config.steps, c.config.seed,
+                                  num(c.config.input_gain)));
+  } else {
+    d.lines.push_back(fmt::format("network: {}, T = {}, {}, seed {}, input gain {}", layers_text(c.config.layers),
+                                  c.config.steps, neuron_text(config.at("neuron")), c.config.seed,
+                                  num(c.config.input_gain)));
+  }
   if (c.has_training_state) {
     const TrainOptions& o = c.training;
     d.lines.push_back(fmt::format(
