@@ -155,7 +155,9 @@ ChainModel chain_model(const Graph& g) {
 }
 
 Graph read_model_file(const std::string& path, std::optional<double> nir_dt) {
-  Graph g = graph::is_nir_file(path) ? graph::read_nir(path, nir_dt) : graph::read_graph_text(path);
+  const bool nir = graph::is_nir_file(path);
+  if (nir_dt && !nir) throw Error("--nir-dt applies to .nir files only; model '" + path + "' is a TOML or JSON graph");
+  Graph g = nir ? graph::read_nir(path, nir_dt) : graph::read_graph_text(path);
   try {
     g.validate();
   } catch (const Error& e) {

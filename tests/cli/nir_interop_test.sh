@@ -110,6 +110,30 @@ grep -q "NIR" "$tmp/i.out" && ok || fail "inspect net.nir does not say it is NIR
 "$snnsim" train "${common[@]}" --epochs 1 --T 4 --limit 64 --model "$tmp/foreign.nir" --checkpoint "$tmp/ft.h5" \
   >"$tmp/t3.out" 2>&1 && grep -q "^training 784-24-10" "$tmp/t3.out" && ok || fail "train --model foreign.nir: $(cat "$tmp/t3.out")"
 
+# ---- a recurrent graph: resumed on another partition = uninterrupted ----
+rec_model="$(dirname "${BASH_SOURCE[0]}")/../../examples/graphs/recurrent.toml"
+rtrain=(train "${common[@]}" --model "$rec_model" --limit 128 --T 4)
+"$snnsim" "${rtrain[@]}" --epochs 2 --checkpoint "$tmp/rfull.h5" >/dev/null 2>"$tmp/err" || fail "train recurrent: $(cat "$tmp/err")"
+"$snnsim" "${rtrain[@]}" --epochs 1 --checkpoint "$tmp/rhalf.h5" >/dev/null 2>"$tmp/err" || fail "train recurrent: $(cat "$tmp/err")"
+"$snnsim" train --resume "$tmp/rhalf.h5" --epochs 2 "${common[@]}" --devices cpu,cpu --steps-per-tick 3 \
+  --checkpoint "$tmp/rres.h5" >/dev/null 2>"$tmp/err" || fail "train --resume recurrent: $(cat "$tmp/err")"
+"$python" - "$tmp/rfull.h5" "$tmp/rres.h5" <<'PY' && ok || fail "a resumed recurrent graph differs from the uninterrupted one"
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:])
+assert sorted(a["parameters"]) == ["fc0.bias", "fc0.weight", "fc1.bias", "fc1.weight", "rec.weight"], sorted(a["parameters"])
+for k in a["parameters"]:
+    assert np.array_equal(a["parameters"][k][...], b["parameters"][k][...]), k
+PY
+# Its recording names the populations by node name; "output" is the last layer.
+"$snnsim" run "${common[@]}" --checkpoint "$tmp/rfull.h5" --limit 10 --output "$tmp/rrec.h5" --record lif0,output \
+  >/dev/null 2>"$tmp/err" || fail "run recurrent: $(cat "$tmp/err")"
+"$python" -c "import h5py,sys; assert sorted(h5py.File(sys.argv[1])['spikes']) == ['lif0', 'lif1']" "$tmp/rrec.h5" && ok ||
+  fail "the recurrent recording's populations are not lif0, lif1"
+expect_error "neuron overrides on a graph network" "a graph network's neurons are set on its nodes" \
+  run "${common[@]}" --checkpoint "$tmp/rfull.h5" --tau 3
+expect_error "--nir-dt for a TOML model" "--nir-dt applies to .nir files" \
+  train "${common[@]}" --model "$rec_model" --nir-dt 0.001 --epochs 1
+
 # ---- bad NIR files ----
 "$python" "$check" bad "$tmp" || fail "writing the bad files failed"
 bad_run=(run "${common[@]}" --limit 5)
