@@ -4,6 +4,8 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <chrono>
+#include <limits>
 #include <functional>
 #include <map>
 #include <set>
@@ -92,6 +94,7 @@ struct StagePlan {
   std::vector<std::string> inputs;   // values arriving, in this order (stage 0: the Input node)
   std::vector<std::string> outputs;  // values leaving (the last stage: the Output node)
   bool first = false, last = false;
+  std::vector<double>* unit_seconds = nullptr;  // when set: each unit's time is added (time_groups)
 };
 
 int64_t numel(const std::vector<int64_t>& s) {
@@ -187,7 +190,17 @@ class GraphStageImpl : public torch::nn::Module {
       values[name] = v.reshape(with_time(K, B, shape));
       at += n;
     }
-    for (const auto& u : p.units) {
+    for (size_t ui = 0; ui < p.units.size(); ++ui) {
+      const auto& u = p.units[ui];
+      const auto t0 = std::chrono::steady_clock::now();
+      struct Timed {  // adds the unit's time when it is done, whichever way the loop continues
+        std::vector<double>* out;
+        size_t i;
+        std::chrono::steady_clock::time_point t0;
+        ~Timed() {
+          if (out) (*out)[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+      } timed{p.unit_seconds, ui, t0};
       if (!u->cycle) {
         const Node& n = *u->nodes[0];
         if (n.kind == NodeKind::kInput) continue;  // unpacked above
@@ -513,6 +526,52 @@ void GraphModel::check_balance(const std::vector<int64_t>& balance) const {
       count = 0;
     }
   }
+}
+
+std::vector<double> GraphModel::time_groups(const torch::Tensor& spikes) const {
+  torch::NoGradGuard no_grad;
+  auto p = std::make_shared<StagePlan>();
+  p->graph = &graph_;
+  p->shapes = &shapes_;
+  p->modules = modules_;
+  p->units = units_;
+  p->first = p->last = true;
+  for (const auto& n : graph_.nodes) {
+    if (n.kind == NodeKind::kInput) p->inputs.push_back(n.name);
+    if (n.kind == NodeKind::kOutput) p->outputs.push_back(n.name);
+  }
+  std::vector<double> unit_seconds(units_.size(), 0.0);
+  p->unit_seconds = &unit_seconds;
+  GraphStage stage{std::shared_ptr<const StagePlan>(p)};
+  for (auto& n : neurons_) n->reset_state();
+  for (auto& [name, d] : modules_->delay) d->reset_state();
+  stage->forward(spikes);
+  for (auto& n : neurons_) n->reset_state();
+  for (auto& [name, d] : modules_->delay) d->reset_state();
+  // A unit's time counts with the next group that has neurons (its stage).
+  std::vector<double> out;
+  double pending = 0;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    pending += unit_seconds[i];
+    if (units_[i]->neurons > 0) {
+      out.push_back(pending);
+      pending = 0;
+    }
+  }
+  if (!out.empty()) out.back() += pending;
+  return out;
+}
+
+std::vector<int64_t> GraphModel::layers_of_groups(const std::vector<int64_t>& groups_per_stage) const {
+  const std::vector<int64_t> groups = atomic_groups();
+  std::vector<int64_t> out;
+  size_t g = 0;
+  for (const int64_t n : groups_per_stage) {
+    int64_t layers = 0;
+    for (int64_t i = 0; i < n; ++i) layers += groups.at(g++);
+    out.push_back(layers);
+  }
+  return out;
 }
 
 std::vector<torch::nn::AnyModule> GraphModel::make_stages(const std::vector<int64_t>& balance) const {

@@ -261,11 +261,22 @@ std::vector<int64_t> balanced_partition(const std::vector<double>& costs, int64_
 }
 
 std::vector<int64_t> SpikingNetwork::measure_balance(const torch::Tensor& images, int64_t stages, int repeats) {
-  if (graph_model_) {
-    throw Error("--balance auto is not measured for graph networks yet; give --balance with neuron layers per "
-                "stage (a cycle's layers stay together)");
-  }
   torch::NoGradGuard no_grad;
+  if (graph_model_) {
+    // Groups (a layer, or a cycle's layers, which stay in one stage) timed
+    // as one stage runs them, best of `repeats`, then split as the chain's.
+    const torch::Tensor x = prepare_input(images);
+    PoissonEncoder enc(PoissonEncoderOptions().seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool));
+    const torch::Tensor spikes = enc->forward(x.unsqueeze(0).expand({config_.steps, x.size(0), x.size(1)}));
+    std::vector<double> best;
+    for (int r = 0; r < std::max(1, repeats); ++r) {
+      const std::vector<double> t = graph_model_->time_groups(spikes);
+      if (best.empty()) best = t;
+      for (size_t i = 0; i < t.size(); ++i) best[i] = std::min(best[i], t[i]);
+    }
+    measured_seconds_ = best;
+    return graph_model_->layers_of_groups(balanced_partition(best, stages));
+  }
   const torch::Tensor x = prepare_input(images);
   const int64_t T = config_.steps;
   PoissonEncoder enc(PoissonEncoderOptions().seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool));

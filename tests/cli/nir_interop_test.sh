@@ -129,6 +129,18 @@ PY
   >/dev/null 2>"$tmp/err" || fail "run recurrent: $(cat "$tmp/err")"
 "$python" -c "import h5py,sys; assert sorted(h5py.File(sys.argv[1])['spikes']) == ['lif0', 'lif1']" "$tmp/rrec.h5" && ok ||
   fail "the recurrent recording's populations are not lif0, lif1"
+# --balance auto measures a graph's layers and splits them; the results stay the one-stage ones.
+"$snnsim" run "${common[@]}" --checkpoint "$tmp/rfull.h5" --limit 20 --summary "$tmp/s1.json" >/dev/null 2>&1
+"$snnsim" run "${common[@]}" --checkpoint "$tmp/rfull.h5" --limit 20 --devices cpu,cpu --balance auto \
+  --summary "$tmp/s2.json" >"$tmp/auto.out" 2>&1 || fail "run --balance auto on a graph: $(cat "$tmp/auto.out")"
+grep -q "^balance auto: 1,1 layers per stage (measured ms per layer: " "$tmp/auto.out" && ok ||
+  fail "balance auto on a graph said: $(head -2 "$tmp/auto.out")"
+"$python" - "$tmp/s1.json" "$tmp/s2.json" <<'PY' && ok || fail "2 auto-balanced stages give other results than 1"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+assert [a[k] for k in ("accuracy", "accuracy_by_step", "firing_rate")] == [b[k] for k in ("accuracy", "accuracy_by_step", "firing_rate")]
+assert b["execution"]["stage_layers"] == [1, 1], b["execution"]
+PY
 expect_error "neuron overrides on a graph network" "a graph network's neurons are set on its nodes" \
   run "${common[@]}" --checkpoint "$tmp/rfull.h5" --tau 3
 expect_error "--nir-dt for a TOML model" "--nir-dt applies to .nir files" \

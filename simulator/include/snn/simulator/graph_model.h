@@ -67,6 +67,13 @@ class GraphModel {
   /// first: the encoded input [K, B, numel]) and returns what crosses the
   /// next one (the last: the Output's value [K, B, classes]).
   std::vector<torch::nn::AnyModule> make_stages(const std::vector<int64_t>& balance) const;
+  /// Seconds each atomic group takes on `spikes` [T, B, input numel] (one
+  /// stage, from reset, no gradient; a group's synapses and the nodes
+  /// before it count with it, as make_stages assigns them): the costs that
+  /// --balance auto splits.
+  std::vector<double> time_groups(const torch::Tensor& spikes) const;
+  /// Neuron layers per stage from atomic groups per stage.
+  std::vector<int64_t> layers_of_groups(const std::vector<int64_t>& groups_per_stage) const;
 
   struct Unit;     // a node, or a cycle run step by step
   struct Modules;  // the nodes' modules, shared with the stages
