@@ -256,6 +256,12 @@ std::string graph_to_json(const Graph& graph) {
         j["start_dim"] = n.start_dim;
         j["end_dim"] = n.end_dim;
         break;
+      case NodeKind::kScale:
+        if (n.scale.defined()) {
+          const torch::Tensor f = n.scale.detach().to(torch::kCPU, torch::kFloat).contiguous().reshape({-1});
+          j["scale"] = std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
+        }
+        break;
       case NodeKind::kDelay:
         j["delay"] = n.delay;
         if (!n.shape.empty()) j["shape"] = n.shape;

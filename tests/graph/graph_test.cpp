@@ -99,6 +99,17 @@ TEST(GraphText, JsonReadsAsTomlAndRoundTrips) {
   EXPECT_EQ(b.edges, a.edges);
 }
 
+TEST(GraphText, ScaleFactorsSurviveTheJsonForm) {
+  // A checkpoint keeps a graph network's structure as this JSON: a Scale's
+  // factors are part of it (they are not trained parameters).
+  const Graph g = parse_graph_text(R"({"nodes": [{"name": "i", "kind": "Input", "shape": [3]},
+      {"name": "s", "kind": "Scale", "scale": [0.5, -2, 0.125]}, {"name": "o", "kind": "Output"}]})",
+                                   "scale");
+  const Graph back = parse_graph_text(graph_to_json(g), "back");
+  EXPECT_TRUE(torch::equal(back.node("s").scale, g.node("s").scale));
+  EXPECT_EQ(back.validate().output.at("o"), std::vector<int64_t>{3});
+}
+
 TEST(GraphText, BadInputNamesNodeAndKey) {
   EXPECT_NE(parse_problem("[[nodes]]\nname = \"a\"\nkind = \"Convolution\"\n").find("node 'a': unknown kind 'Convolution'"),
             std::string::npos);
