@@ -166,12 +166,16 @@ class GraphStageImpl : public torch::nn::Module {
   explicit GraphStageImpl(std::shared_ptr<const StagePlan> plan) : plan_(std::move(plan)) {
     // Register the stage's modules, so that the pipeline moves them and
     // finds the stateful ones (neurons, delays).
+    // Registered as "node<i>": node names may hold dots (NIR files from
+    // PyTorch exporters: "fc.0"), which LibTorch refuses in module names.
+    size_t i = 0;
     for (const auto& u : plan_->units) {
       for (const Node* n : u->nodes) {
         const auto& m = *plan_->modules;
-        if (m.linear.count(n->name)) register_module(n->name, m.linear.at(n->name).ptr());
-        if (m.neuron.count(n->name)) register_module(n->name, m.neuron.at(n->name).module.ptr());
-        if (m.delay.count(n->name)) register_module(n->name, m.delay.at(n->name).ptr());
+        const std::string key = "node" + std::to_string(i++);
+        if (m.linear.count(n->name)) register_module(key, m.linear.at(n->name).ptr());
+        if (m.neuron.count(n->name)) register_module(key, m.neuron.at(n->name).module.ptr());
+        if (m.delay.count(n->name)) register_module(key, m.delay.at(n->name).ptr());
       }
     }
   }

@@ -260,6 +260,17 @@ kind = "Output"
   EXPECT_TRUE(torch::allclose(got.view({5, 3, 5, 5}), want, 1e-5, 1e-6));
 }
 
+TEST(GraphModel, NodeNamesWithDotsRun) {
+  // PyTorch-made NIR files name nodes "0", "fc.1", ...
+  Graph g = graph::parse_graph_text(kRecurrentSkip, "test");
+  for (auto& n : g.nodes) n.name = "m." + n.name;
+  for (auto& e : g.edges) e = {"m." + e.source, "m." + e.target};
+  SpikingNetwork dotted(graph_config(g, 5));
+  SpikingNetwork plain(graph_config(graph::parse_graph_text(kRecurrentSkip, "test"), 5));
+  const torch::Tensor x = images(3, 12);
+  EXPECT_TRUE(torch::equal(run(dotted, x, {"cpu", "cpu"}, 2), run(plain, x, {"cpu"}, 0)));
+}
+
 TEST(GraphModel, ABalanceThatCutsACycleIsRefused) {
   Graph g = graph::parse_graph_text(kRecurrentSkip, "test");
   EXPECT_EQ(GraphModel(g).atomic_groups(), (std::vector<int64_t>{1, 1}));
