@@ -1,6 +1,7 @@
 #include "snn/graph/graph.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -228,6 +229,12 @@ bool is_neuron(NodeKind kind) {
     default:
       return false;
   }
+}
+
+std::string surrogate_spec(const Surrogate& s) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s:%.17g", s.kind == SurrogateKind::kSigmoid ? "sigmoid" : "atan", s.alpha);
+  return buf;
 }
 
 std::string shape_str(const std::vector<int64_t>& shape) {

@@ -187,12 +187,6 @@ Graph graph_from_json(const json& doc, const std::string& where) {
   return g;
 }
 
-std::string surrogate_text(const Surrogate& s) {
-  std::ostringstream out;
-  out << (s.kind == SurrogateKind::kSigmoid ? "sigmoid" : "atan") << ":" << s.alpha;
-  return out.str();
-}
-
 }  // namespace
 
 Graph parse_graph_text(const std::string& text, const std::string& where) {
@@ -277,7 +271,7 @@ std::string graph_to_json(const Graph& graph) {
         j["v_threshold"] = p.v_threshold;
         j["v_reset"] = p.v_reset ? json(*p.v_reset) : json("none");
         j["detach_reset"] = p.detach_reset;
-        j["surrogate"] = surrogate_text(p.surrogate);
+        j["surrogate"] = surrogate_spec(p.surrogate);
         j["refractory"] = p.refractory;
         if (!n.shape.empty()) j["size"] = n.shape.size() == 1 ? json(n.shape[0]) : json(n.shape);
         break;

@@ -397,12 +397,6 @@ struct Writer {
   }
 };
 
-std::string surrogate_text(const Surrogate& s) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%s:%.17g", s.kind == SurrogateKind::kSigmoid ? "sigmoid" : "atan", s.alpha);
-  return buf;
-}
-
 void write_node(const Writer& w, hid_t g, const Node& n, const GraphShapes& shapes, double dt) {
   const std::vector<int64_t>& out = shapes.output.at(n.name);
   const auto full = [&](double v) { return torch::full(out, v, torch::kDouble); };
@@ -480,7 +474,7 @@ void write_node(const Writer& w, hid_t g, const Node& n, const GraphShapes& shap
   Handle meta(H5Gcreate2(g, "metadata", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
   if (!meta.ok()) throw Error(w.where + ": cannot create metadata of " + n.name);
   w.string(meta.get(), "snnsim_model", to_string(p.model));
-  w.string(meta.get(), "snnsim_surrogate", surrogate_text(p.surrogate));
+  w.string(meta.get(), "snnsim_surrogate", surrogate_spec(p.surrogate));
   w.ints(meta.get(), "snnsim_detach_reset", {p.detach_reset ? 1 : 0}, true);
   if (n.kind == NodeKind::kIF) {
     w.tensor(g, "r", full(1.0 / dt), true);

@@ -128,5 +128,8 @@ struct Graph {
 
 /// "[1, 28, 28]".
 std::string shape_str(const std::vector<int64_t>& shape);
+/// "sigmoid:4", "atan:2.5": the form Surrogate::parse reads, alpha with
+/// every digit (graph files and NIR metadata write it).
+std::string surrogate_spec(const Surrogate& surrogate);
 
 }  // namespace snn::graph
