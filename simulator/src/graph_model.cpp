@@ -171,6 +171,7 @@ class GraphStageImpl : public torch::nn::Module {
     size_t i = 0;
     for (const auto& u : plan_->units) {
       for (const Node* n : u->nodes) {
+        sources_[n->name] = plan_->graph->sources_of(n->name);
         const auto& m = *plan_->modules;
         const std::string key = "node" + std::to_string(i++);
         if (m.linear.count(n->name)) register_module(key, m.linear.at(n->name).ptr());
@@ -225,7 +226,7 @@ class GraphStageImpl : public torch::nn::Module {
   torch::Tensor summed(const Node& n, const std::map<std::string, torch::Tensor>& values,
                        const std::map<std::string, torch::Tensor>* step, int64_t k) const {
     torch::Tensor acc;
-    for (const auto& s : plan_->graph->sources_of(n.name)) {
+    for (const auto& s : sources_.at(n.name)) {
       torch::Tensor v;
       if (step && step->count(s)) {
         v = step->at(s);
@@ -260,6 +261,9 @@ class GraphStageImpl : public torch::nn::Module {
   }
 
   std::shared_ptr<const StagePlan> plan_;
+  // Each node's sources in edge order, looked up once: summed() runs per
+  // node and, inside cycles, per step.
+  std::map<std::string, std::vector<std::string>> sources_;
 };
 TORCH_MODULE(GraphStage);
 
