@@ -421,6 +421,11 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   }
   if (r.samples > r.resumed_at) std::cout << "pipeline: " << r.execution.describe() << "\n";
   for (size_t i = 0; i < r.firing_rate.size(); ++i) {
+    if (!net.neuron_layers()[i]->spiking()) {
+      std::cout << fmt::format("layer {} ({} neurons): a leaky integrator, passes its potential on (no spikes)\n",
+                               i + 1, c.layers[i + 1]);
+      continue;
+    }
     std::cout << fmt::format("layer {} ({} neurons): mean firing rate {:.4f} spikes/neuron/step\n", i + 1,
                              c.layers[i + 1], r.firing_rate[i]);
   }

@@ -172,19 +172,46 @@ void check_values(const Node& n, const std::vector<int64_t>& shape) {
       if (s < 1) fail("node '" + n.name + "' (Input) has shape " + shape_str(n.shape) + ": every size must be >= 1");
     }
   }
-  if (n.kind == NodeKind::kLIF || n.kind == NodeKind::kIF || n.kind == NodeKind::kPLIF) {
+  if (is_neuron(n.kind)) {
     try {
       n.neuron.validate();
     } catch (const Error& e) {
       fail("node '" + n.name + "': " + e.what());
     }
   }
-  for (const auto& [key, t] : n.arrays) {
-    if (t.dim() > 0 && tensor_shape(t) != shape) {
-      fail("node '" + n.name + "': " + key + " has shape " + shape_str(tensor_shape(t)) + " but the node's shape is " +
-           shape_str(shape));
+  if (n.kind == NodeKind::kPLIF) {
+    for (const auto& [key, t] : n.arrays) {
+      if (key != "w" || t.numel() != 1) {
+        fail("node '" + n.name + "' (PLIF): its only array is its learned w (one value), got " + key +
+             " of shape " + shape_str(tensor_shape(t)));
+      }
     }
-    if (!torch::isfinite(t).all().item<bool>()) fail("node '" + n.name + "': " + key + " holds NaN or infinity");
+  }
+  if (has_general_dynamics(n)) {
+    const auto& keys = dynamics_keys(n.kind);
+    for (const auto& key : keys) {
+      if (!n.arrays.count(key)) fail("node '" + n.name + "' (" + to_string(n.kind) + ") has no " + key);
+    }
+    for (const auto& [key, t] : n.arrays) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+        std::string list;
+        for (const auto& k : keys) list += (list.empty() ? "" : ", ") + k;
+        fail("node '" + n.name + "' (" + to_string(n.kind) + ") has no parameter " + key + " (its parameters: " + list + ")");
+      }
+      const bool flat = t.dim() == 1 && shape.size() > 1 && t.numel() == numel(shape);
+      if (t.dim() > 0 && tensor_shape(t) != shape && !flat) {
+        fail("node '" + n.name + "': " + key + " has shape " + shape_str(tensor_shape(t)) + " but the node has " +
+             std::to_string(numel(shape)) + " neurons of shape " + shape_str(shape) +
+             " (give one value, or one per neuron)");
+      }
+      if (!torch::isfinite(t).all().item<bool>()) fail("node '" + n.name + "': " + key + " holds NaN or infinity");
+      if ((key == "tau" || key == "tau_syn" || key == "tau_mem") && !(t > 0).all().item<bool>()) {
+        fail("node '" + n.name + "': " + key + " must be > 0 steps, got " + std::to_string(t.min().item<double>()));
+      }
+    }
+    if (n.neuron.refractory > 0 && (!is_spiking(n.kind) || n.kind == NodeKind::kThreshold)) {
+      fail("node '" + n.name + "' (" + to_string(n.kind) + ") has no membrane to hold: no refractory period");
+    }
   }
   for (const auto* t : {&n.weight, &n.bias, &n.scale}) {
     if (t->defined() && !torch::isfinite(*t).all().item<bool>()) {
@@ -229,6 +256,73 @@ bool is_neuron(NodeKind kind) {
     default:
       return false;
   }
+}
+
+bool is_spiking(NodeKind kind) { return is_neuron(kind) && kind != NodeKind::kLI && kind != NodeKind::kCubaLI; }
+
+const std::vector<std::string>& dynamics_keys(NodeKind kind) {
+  static const std::vector<std::string> lif{"tau", "r", "v_leak", "v_threshold", "v_reset"};
+  static const std::vector<std::string> if_{"r", "v_threshold", "v_reset"};
+  static const std::vector<std::string> li{"tau", "r", "v_leak"};
+  static const std::vector<std::string> cuba_lif{"tau_syn", "tau_mem", "r", "v_leak", "v_threshold", "v_reset", "w_in"};
+  static const std::vector<std::string> cuba_li{"tau_syn", "tau_mem", "r", "v_leak", "w_in"};
+  static const std::vector<std::string> threshold{"threshold"};
+  static const std::vector<std::string> none;
+  switch (kind) {
+    case NodeKind::kLIF:
+      return lif;
+    case NodeKind::kIF:
+      return if_;
+    case NodeKind::kLI:
+      return li;
+    case NodeKind::kCubaLIF:
+      return cuba_lif;
+    case NodeKind::kCubaLI:
+      return cuba_li;
+    case NodeKind::kThreshold:
+      return threshold;
+    default:
+      return none;
+  }
+}
+
+bool has_general_dynamics(const Node& n) {
+  switch (n.kind) {
+    case NodeKind::kLIF:
+    case NodeKind::kIF:
+      return !n.arrays.empty();
+    case NodeKind::kLI:
+    case NodeKind::kCubaLIF:
+    case NodeKind::kCubaLI:
+    case NodeKind::kThreshold:
+      return true;
+    default:
+      return false;
+  }
+}
+
+double dynamics_default(const std::string& key) {
+  if (key == "tau" || key == "tau_syn" || key == "tau_mem") return 2.0;
+  if (key == "v_leak" || key == "v_reset") return 0.0;
+  return 1.0;  // r, v_threshold, w_in, threshold
+}
+
+std::map<std::string, torch::Tensor> general_dynamics(const Node& n) {
+  if (has_general_dynamics(n)) return n.arrays;
+  const NeuronParams& p = n.neuron;
+  const auto scalar = [](double v) { return torch::tensor(v, torch::kDouble); };
+  const double v_reset = p.v_reset.value_or(0.0);
+  if (n.kind == NodeKind::kIF) {
+    return {{"r", scalar(1.0)}, {"v_threshold", scalar(p.v_threshold)}, {"v_reset", scalar(v_reset)}};
+  }
+  if (n.kind == NodeKind::kLIF) {
+    return {{"tau", scalar(p.tau)},
+            {"r", scalar(p.decay_input ? 1.0 : p.tau)},
+            {"v_leak", scalar(v_reset)},
+            {"v_threshold", scalar(p.v_threshold)},
+            {"v_reset", scalar(v_reset)}};
+  }
+  throw InternalError("node '" + n.name + "' (" + to_string(n.kind) + ") has no general dynamics");
 }
 
 std::string surrogate_spec(const Surrogate& s) {

@@ -17,6 +17,8 @@ using nlohmann::json;
 // The keys each kind reads, beside name, kind and from.
 const std::set<std::string> kNeuronKeys = {"tau",          "decay_input", "v_threshold", "v_reset",
                                            "detach_reset", "surrogate",   "refractory",  "size"};
+// The options every spiking kind keeps beside its dynamics.
+const std::set<std::string> kSpikeKeys = {"detach_reset", "surrogate", "refractory"};
 
 std::set<std::string> keys_of(NodeKind kind) {
   switch (kind) {
@@ -38,10 +40,25 @@ std::set<std::string> keys_of(NodeKind kind) {
       return {"scale"};
     case NodeKind::kDelay:
       return {"delay", "size", "shape"};
-    case NodeKind::kLIF:
-    case NodeKind::kIF:
     case NodeKind::kPLIF:
       return kNeuronKeys;
+    case NodeKind::kLIF:
+    case NodeKind::kIF: {
+      std::set<std::string> k = kNeuronKeys;
+      k.insert("r");
+      if (kind == NodeKind::kLIF) k.insert("v_leak");
+      return k;
+    }
+    case NodeKind::kLI:
+    case NodeKind::kCubaLIF:
+    case NodeKind::kCubaLI:
+    case NodeKind::kThreshold: {
+      std::set<std::string> k(dynamics_keys(kind).begin(), dynamics_keys(kind).end());
+      k.insert("size");
+      if (is_spiking(kind)) k.insert("surrogate");
+      if (kind == NodeKind::kCubaLIF) k.insert(kSpikeKeys.begin(), kSpikeKeys.end());
+      return k;
+    }
     default:
       return {};
   }
@@ -74,6 +91,17 @@ struct Reader {
     if (j.at(key).is_number_integer()) return {j.at(key).get<int64_t>()};
     return get<std::vector<int64_t>>(key, "an integer or a list of integers");
   }
+  // A neuron parameter: one number for every neuron, or a flat list with
+  // one per neuron (in neuron-id order), as a float64 tensor.
+  torch::Tensor values(const char* key) const {
+    const json& v = j.at(key);
+    if (v.is_number()) return torch::tensor(v.get<double>(), torch::kDouble);
+    if (v.is_array() && !v.empty() && std::all_of(v.begin(), v.end(), [](const json& x) { return x.is_number(); })) {
+      return torch::tensor(v.get<std::vector<double>>(), torch::kDouble);
+    }
+    fail(std::string("'") + key + "' must be a number or a flat list of numbers (one per neuron), got " +
+         (v.dump().size() > 60 ? v.dump().substr(0, 60) + "..." : v.dump()));
+  }
   // A window parameter: one integer for both dims, or [h, w].
   std::vector<int64_t> pair(const char* key) const {
     std::vector<int64_t> v = ints(key);
@@ -81,6 +109,65 @@ struct Reader {
     return v;
   }
 };
+
+// A neuron node's keys: SpikingJelly's scalar form for LIF, IF and PLIF, the
+// general form (graph.h, Node::arrays) for the other kinds and for a LIF or
+// IF given r, v_leak or a per-neuron list.
+void read_neuron(const Reader& r, Node& n) {
+  const json& j = r.j;
+  NeuronParams& p = n.neuron;
+  p.surrogate = Surrogate::atan();  // snnsim train's default, so that a graph and --layers agree
+  p.model = n.kind == NodeKind::kIF ? NeuronModel::kIF : n.kind == NodeKind::kPLIF ? NeuronModel::kParametricLIF
+                                                                                    : NeuronModel::kLIF;
+  if (r.has("detach_reset")) p.detach_reset = r.boolean("detach_reset");
+  if (r.has("surrogate")) {
+    try {
+      p.surrogate = Surrogate::parse(r.get<std::string>("surrogate", "a string such as \"sigmoid:4\""));
+    } catch (const Error& e) {
+      r.fail(e.what());
+    }
+  }
+  if (r.has("refractory")) p.refractory = r.integer("refractory");
+  bool soft = false;
+  if (r.has("v_reset") && j.at("v_reset").is_string()) {
+    if (j.at("v_reset").get<std::string>() != "none") {
+      r.fail("'v_reset' must be a number, a list of numbers or \"none\" (soft reset), got " + j.at("v_reset").dump());
+    }
+    soft = true;
+    p.v_reset = std::nullopt;
+  }
+  bool general = n.kind != NodeKind::kLIF && n.kind != NodeKind::kIF && n.kind != NodeKind::kPLIF;
+  for (const char* key : {"r", "v_leak"}) general |= r.has(key);
+  for (const char* key : {"tau", "v_threshold", "v_reset"}) general |= r.has(key) && j.at(key).is_array();
+  if (general && n.kind == NodeKind::kPLIF) {
+    r.fail("a PLIF node takes one value per key (its tau is learned as one number); use LIF for per-neuron parameters");
+  }
+  if (!general) {
+    if (r.has("tau")) p.tau = r.number("tau");
+    if (r.has("decay_input")) p.decay_input = r.boolean("decay_input");
+    if (r.has("v_threshold")) p.v_threshold = r.number("v_threshold");
+    if (r.has("v_reset") && !soft) p.v_reset = r.number("v_reset");
+    return;
+  }
+  if (r.has("decay_input") && r.has("r")) {
+    r.fail("give 'r' or 'decay_input', not both (decay_input = true is r = 1, false is r = tau)");
+  }
+  for (const auto& key : dynamics_keys(n.kind)) {
+    if (key == "v_reset" && soft) {
+      n.arrays[key] = torch::tensor(0.0, torch::kDouble);  // unused: a soft reset subtracts the threshold
+    } else if (r.has(key.c_str())) {
+      n.arrays[key] = r.values(key.c_str());
+    } else if (key == "r" && n.kind == NodeKind::kLIF && r.has("decay_input") && !r.boolean("decay_input")) {
+      n.arrays[key] = n.arrays.at("tau").clone();  // SpikingJelly's decay_input = false
+    } else if (key == "v_leak" && n.arrays.count("v_reset") == 0 && r.has("v_reset") && !soft) {
+      n.arrays[key] = r.values("v_reset");  // leak toward the reset value, as SpikingJelly's LIF
+    } else {
+      n.arrays[key] = torch::tensor(dynamics_default(key), torch::kDouble);
+    }
+  }
+  if (r.has("decay_input") && n.kind != NodeKind::kLIF) r.fail("'decay_input' is a LIF key");
+  if (r.has("tau") && n.kind == NodeKind::kIF) r.fail("an IF node has no tau");
+}
 
 Node read_node(const json& j, const std::string& where, size_t index) {
   if (!j.is_object()) throw Error(where + ": node " + std::to_string(index + 1) + " is not a table/object");
@@ -125,32 +212,7 @@ Node read_node(const json& j, const std::string& where, size_t index) {
     const auto v = r.get<std::vector<float>>("scale", "a list of numbers");
     n.scale = torch::tensor(v, torch::kFloat);
   }
-  if (n.kind == NodeKind::kLIF || n.kind == NodeKind::kIF || n.kind == NodeKind::kPLIF) {
-    NeuronParams& p = n.neuron;
-    p.surrogate = Surrogate::atan();  // snnsim train's default, so that a graph and --layers agree
-    p.model = n.kind == NodeKind::kIF ? NeuronModel::kIF : n.kind == NodeKind::kPLIF ? NeuronModel::kParametricLIF
-                                                                                      : NeuronModel::kLIF;
-    if (r.has("tau")) p.tau = r.number("tau");
-    if (r.has("decay_input")) p.decay_input = r.boolean("decay_input");
-    if (r.has("v_threshold")) p.v_threshold = r.number("v_threshold");
-    if (r.has("v_reset")) {
-      if (j.at("v_reset").is_string() && j.at("v_reset").get<std::string>() == "none") {
-        p.v_reset = std::nullopt;
-      } else {
-        if (!j.at("v_reset").is_number()) r.fail("'v_reset' must be a number or \"none\" (soft reset), got " + j.at("v_reset").dump());
-        p.v_reset = j.at("v_reset").get<double>();
-      }
-    }
-    if (r.has("detach_reset")) p.detach_reset = r.boolean("detach_reset");
-    if (r.has("surrogate")) {
-      try {
-        p.surrogate = Surrogate::parse(r.get<std::string>("surrogate", "a string such as \"sigmoid:4\""));
-      } catch (const Error& e) {
-        r.fail(e.what());
-      }
-    }
-    if (r.has("refractory")) p.refractory = r.integer("refractory");
-  }
+  if (is_neuron(n.kind)) read_neuron(r, n);
   return n;
 }
 
@@ -262,17 +324,36 @@ std::string graph_to_json(const Graph& graph) {
         break;
       case NodeKind::kLIF:
       case NodeKind::kIF:
-      case NodeKind::kPLIF: {
+      case NodeKind::kPLIF:
+      case NodeKind::kLI:
+      case NodeKind::kCubaLIF:
+      case NodeKind::kCubaLI:
+      case NodeKind::kThreshold: {
         const NeuronParams& p = n.neuron;
-        if (n.kind != NodeKind::kIF) {
-          j["tau"] = p.tau;
-          j["decay_input"] = p.decay_input;
+        if (has_general_dynamics(n)) {
+          for (const auto& [key, t] : n.arrays) {
+            const torch::Tensor f = t.detach().to(torch::kCPU, torch::kDouble).contiguous().reshape({-1});
+            if (t.dim() == 0) {
+              j[key] = f[0].item<double>();
+            } else {
+              j[key] = std::vector<double>(f.data_ptr<double>(), f.data_ptr<double>() + f.numel());
+            }
+          }
+          if (!p.v_reset && j.contains("v_reset")) j["v_reset"] = "none";
+        } else {
+          if (n.kind != NodeKind::kIF) {
+            j["tau"] = p.tau;
+            j["decay_input"] = p.decay_input;
+          }
+          j["v_threshold"] = p.v_threshold;
+          j["v_reset"] = p.v_reset ? json(*p.v_reset) : json("none");
         }
-        j["v_threshold"] = p.v_threshold;
-        j["v_reset"] = p.v_reset ? json(*p.v_reset) : json("none");
-        j["detach_reset"] = p.detach_reset;
-        j["surrogate"] = surrogate_spec(p.surrogate);
-        j["refractory"] = p.refractory;
+        if (is_spiking(n.kind)) j["surrogate"] = surrogate_spec(p.surrogate);
+        if (n.kind == NodeKind::kLIF || n.kind == NodeKind::kIF || n.kind == NodeKind::kPLIF ||
+            n.kind == NodeKind::kCubaLIF) {
+          j["detach_reset"] = p.detach_reset;
+          j["refractory"] = p.refractory;
+        }
         if (!n.shape.empty()) j["size"] = n.shape.size() == 1 ? json(n.shape[0]) : json(n.shape);
         break;
       }

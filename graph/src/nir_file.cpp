@@ -171,6 +171,9 @@ struct SnnsimMeta {
   std::optional<std::string> model, surrogate;
   std::optional<double> tau, w;
   std::optional<int64_t> decay_input, detach_reset;
+  // The general parameters in steps as snnsim wrote them (snnsim_steps_<key>),
+  // so that a time constant survives the round trip through seconds exactly.
+  std::map<std::string, Array> steps;
 };
 
 SnnsimMeta read_meta(const Reader& r, hid_t node, const std::string& path) {
@@ -182,40 +185,88 @@ SnnsimMeta read_meta(const Reader& r, hid_t node, const std::string& path) {
   if (r.has(g.get(), "snnsim_model")) m.model = r.string(g.get(), "snnsim_model", p);
   if (r.has(g.get(), "snnsim_surrogate")) m.surrogate = r.string(g.get(), "snnsim_surrogate", p);
   if (r.has(g.get(), "snnsim_tau")) m.tau = r.scalar(g.get(), "snnsim_tau", p);
+  for (const auto& key : hdf5::members(g.get())) {
+    if (key.rfind("snnsim_steps_", 0) == 0) m.steps[key.substr(13)] = r.array(g.get(), key, p);
+  }
   if (r.has(g.get(), "snnsim_w")) m.w = r.scalar(g.get(), "snnsim_w", p);
   if (r.has(g.get(), "snnsim_decay_input")) m.decay_input = r.integer(g.get(), "snnsim_decay_input", p);
   if (r.has(g.get(), "snnsim_detach_reset")) m.detach_reset = r.integer(g.get(), "snnsim_detach_reset", p);
   return m;
 }
 
-// LIF and IF: NIR's continuous parameters to snnsim's discrete ones.
-void read_spiking(const Reader& r, hid_t g, const std::string& path, double dt, Node& n) {
-  const bool lif = n.kind == NodeKind::kLIF;
-  std::map<std::string, Array> a;
-  for (const char* key : lif ? std::vector<const char*>{"tau", "r", "v_leak", "v_threshold"}
-                             : std::vector<const char*>{"r", "v_threshold"}) {
-    a[key] = r.array(g, key, path);
+// The one place that says how a general parameter's units differ between
+// NIR and snnsim: time constants are seconds there and steps here (divide
+// by dt on reading), an IF's r is per second there and per step here
+// (multiply by dt); the rest are the same numbers.
+enum class Unit { kSame, kTime, kPerTime };
+Unit unit_of(NodeKind kind, const std::string& key) {
+  if (key == "tau" || key == "tau_syn" || key == "tau_mem") return Unit::kTime;
+  if (key == "r" && kind == NodeKind::kIF) return Unit::kPerTime;
+  return Unit::kSame;
+}
+double to_steps(Unit u, double x, double dt) { return u == Unit::kTime ? x / dt : u == Unit::kPerTime ? x * dt : x; }
+torch::Tensor from_steps(Unit u, const torch::Tensor& x, double dt) {
+  return u == Unit::kTime ? x * dt : u == Unit::kPerTime ? x / dt : x;
+}
+
+// The general parameters of a neuron node, converted to steps (graph.h:
+// Node::arrays); a value common to all neurons becomes a 0-dim tensor.
+// `nir` holds them in NIR's units, all of one shape.
+void set_general(const std::map<std::string, Array>& nir, const SnnsimMeta& m, double dt, Node& n) {
+  for (const auto& key : dynamics_keys(n.kind)) {
+    const Array& a = nir.at(key);
+    const Unit u = unit_of(n.kind, key);
+    std::vector<double> v = a.values;
+    for (double& x : v) x = to_steps(u, x, dt);
+    const auto exact = m.steps.find(key);  // snnsim's own value in steps, when it agrees
+    if (u != Unit::kSame && exact != m.steps.end() && exact->second.values.size() == v.size()) {
+      bool agrees = true;
+      for (size_t i = 0; i < v.size(); ++i) agrees &= near(exact->second.values[i], v[i]);
+      if (agrees) v = exact->second.values;
+    }
+    const Array conv{a.dims, v};
+    n.arrays[key] = uniform(conv) ? torch::tensor(*uniform(conv), torch::kDouble)
+                                  : torch::tensor(v, torch::kDouble).reshape(a.dims);
   }
-  a["v_reset"] = r.has(g, "v_reset") ? r.array(g, "v_reset", path) : Array{a["v_threshold"].dims,
-                                                                           std::vector<double>(a["v_threshold"].values.size(), 0.0)};
-  for (const auto& [key, arr] : a) {
-    if (arr.dims != a["v_threshold"].dims) {
-      r.fail(path + "/" + key + " has shape " + shape_str(arr.dims) + " but v_threshold has " + shape_str(a["v_threshold"].dims));
+}
+
+// NIR's parameters of a neuron node, by name, in NIR's units: every key of
+// dynamics_keys, the optional ones defaulted as the nir package does
+// (v_reset 0, w_in 1); all of one shape.
+std::map<std::string, Array> read_nir_params(const Reader& r, hid_t g, const std::string& path, NodeKind kind) {
+  std::map<std::string, Array> a;
+  const auto& keys = dynamics_keys(kind);
+  const std::string& first = keys.front();
+  for (const auto& key : keys) {
+    if (r.has(g, key)) {
+      a[key] = r.array(g, key, path);
+    } else if (key == "v_reset" || key == "w_in") {
+      a[key] = Array{};  // filled below, once the shape is known
+    } else {
+      r.fail("no dataset " + path + "/" + key + " (a " + to_string(kind) + " node has " + key + ")");
     }
   }
-  n.shape = a["v_threshold"].dims;
-  bool all_uniform = true;
-  for (const auto& [key, arr] : a) all_uniform &= uniform(arr).has_value();
-  if (!all_uniform) {
-    // Per-neuron parameters: kept as NIR gave them (see Node::arrays).
-    for (const auto& [key, arr] : a) n.arrays[key] = torch::tensor(arr.values, torch::kDouble).reshape(arr.dims);
-    return;
+  const std::vector<int64_t> dims = a.at(first).dims;
+  for (auto& [key, arr] : a) {
+    if (arr.values.empty() && arr.dims.empty()) {
+      int64_t count = 1;
+      for (auto d : dims) count *= d;
+      arr = Array{dims, std::vector<double>(static_cast<size_t>(count), key == "w_in" ? 1.0 : 0.0)};
+    }
+    // The nir package broadcasts a scalar w_in; take one value as every neuron's.
+    if (arr.dims != dims && arr.values.size() == 1) {
+      arr = Array{dims, std::vector<double>(a.at(first).values.size(), arr.values[0])};
+    }
+    if (arr.dims != dims) {
+      r.fail(path + "/" + key + " has shape " + shape_str(arr.dims) + " but " + first + " has " + shape_str(dims));
+    }
   }
-  const SnnsimMeta m = read_meta(r, g, path);
-  NeuronParams& p = n.neuron;
-  p.v_threshold = *uniform(a["v_threshold"]);
-  p.v_reset = *uniform(a["v_reset"]);
-  const double rr = *uniform(a["r"]);
+  return a;
+}
+
+// Surrogate and detach_reset from snnsim's metadata (training options that
+// NIR has no word for; other tools' files keep snnsim's defaults).
+void read_training_options(const Reader& r, const SnnsimMeta& m, const std::string& path, NeuronParams& p) {
   if (m.detach_reset) p.detach_reset = *m.detach_reset != 0;
   if (m.surrogate) {
     try {
@@ -224,31 +275,43 @@ void read_spiking(const Reader& r, hid_t g, const std::string& path, double dt, 
       r.fail(path + "/metadata/snnsim_surrogate: " + e.what());
     }
   }
+}
+
+// LIF and IF: SpikingJelly's discrete form when the file's parameters fit it
+// (one value for all neurons, v_leak = v_reset, r = 1 or tau / dt; IF:
+// r dt = 1), which runs on the fused kernels; the general form otherwise.
+void read_spiking(const Reader& r, hid_t g, const std::string& path, double dt, Node& n) {
+  const bool lif = n.kind == NodeKind::kLIF;
+  const std::map<std::string, Array> a = read_nir_params(r, g, path, n.kind);
+  n.shape = a.at("v_threshold").dims;
+  const SnnsimMeta m = read_meta(r, g, path);
+  NeuronParams& p = n.neuron;
+  read_training_options(r, m, path, p);
+  bool all_uniform = true;
+  for (const auto& [key, arr] : a) all_uniform &= uniform(arr).has_value();
+  const auto general = [&]() {
+    p.model = lif ? NeuronModel::kLIF : NeuronModel::kIF;
+    set_general(a, m, dt, n);
+  };
+  if (!all_uniform) return general();
+  p.v_threshold = *uniform(a.at("v_threshold"));
+  p.v_reset = *uniform(a.at("v_reset"));
+  const double rr = *uniform(a.at("r"));
   if (!lif) {
     p.model = NeuronModel::kIF;
-    if (!near(rr * dt, 1.0)) {
-      r.fail(path + " (IF): r = " + std::to_string(rr) + " with dt = " + std::to_string(dt) +
-             " s scales each input by r dt = " + std::to_string(rr * dt) +
-             "; snnsim's IF adds the input unscaled (r = 1 / dt; pass --dt to match the file)");
-    }
+    if (!near(rr * dt, 1.0)) general();  // an input gain r dt other than 1
     return;
   }
-  const double tau = *uniform(a["tau"]), v_leak = *uniform(a["v_leak"]);
-  if (!near(v_leak, *p.v_reset)) {
-    r.fail(path + " (LIF): v_leak = " + std::to_string(v_leak) + " differs from v_reset = " + std::to_string(*p.v_reset) +
-           "; snnsim's LIF (SpikingJelly's) leaks toward its reset value");
-  }
+  const double tau = *uniform(a.at("tau")), v_leak = *uniform(a.at("v_leak"));
   const double tau_steps = tau / dt;  // the time constant the neurons decay with now
+  const bool sj_form = near(v_leak, *p.v_reset) && (near(rr, 1.0) || near(rr, tau_steps)) && tau_steps >= 1.0;
+  // Leaks toward another value than the reset, or another input gain (a
+  // PLIF read at another dt than its own too: its learned rate is a number
+  // of its own steps).
+  if (!sj_form) return general();
   p.tau = tau_steps;
   if (m.tau && near(*m.tau * dt, tau)) p.tau = *m.tau;  // the exact value snnsim wrote
-  if (near(rr, 1.0)) {
-    p.decay_input = true;
-  } else if (near(rr, tau_steps)) {
-    p.decay_input = false;
-  } else {
-    r.fail(path + " (LIF): r = " + std::to_string(rr) + " has no snnsim equivalent: r = 1 is SpikingJelly's "
-           "decay_input, r = tau / dt (here " + std::to_string(tau_steps) + ") its absence");
-  }
+  p.decay_input = near(rr, 1.0);
   if (m.decay_input && near(tau_steps, 1.0)) p.decay_input = *m.decay_input != 0;  // both read the same then
   if (m.model && *m.model == "plif") {
     // PLIF: tau is 1 / sigmoid(w) now; snnsim_tau is its initial value.
@@ -262,6 +325,15 @@ void read_spiking(const Reader& r, hid_t g, const std::string& path, double dt, 
     p.tau = *m.tau;
     n.arrays["w"] = torch::tensor(static_cast<float>(*m.w));
   }
+}
+
+// LI, CubaLIF, CubaLI, Threshold: the general form.
+void read_general(const Reader& r, hid_t g, const std::string& path, double dt, Node& n) {
+  const std::map<std::string, Array> a = read_nir_params(r, g, path, n.kind);
+  n.shape = a.begin()->second.dims;
+  const SnnsimMeta m = read_meta(r, g, path);
+  read_training_options(r, m, path, n.neuron);
+  set_general(a, m, dt, n);
 }
 
 Node read_node(const Reader& r, hid_t g, const std::string& name, const std::string& path, double dt) {
@@ -327,17 +399,9 @@ Node read_node(const Reader& r, hid_t g, const std::string& name, const std::str
     case NodeKind::kIF:
       read_spiking(r, g, path, dt, n);
       break;
-    default: {
-      // LI, CubaLIF, CubaLI, Threshold: every numeric dataset as it is.
-      for (const auto& key : hdf5::members(g)) {
-        if (key == "type" || key == "metadata") continue;
-        Handle ds(H5Dopen2(g, key.c_str(), H5P_DEFAULT), H5Dclose);
-        if (!ds.ok()) continue;
-        n.arrays[key] = r.tensor(g, key, path, torch::kDouble);
-      }
-      if (!n.arrays.empty()) n.shape = n.arrays.begin()->second.sizes().vec();
+    default:
+      read_general(r, g, path, dt, n);
       break;
-    }
   }
   return n;
 }
@@ -454,19 +518,31 @@ void write_node(const Writer& w, hid_t g, const Node& n, const GraphShapes& shap
     default:
       break;
   }
-  if (!spiking || (n.kind != NodeKind::kPLIF && !n.arrays.empty())) {
-    // Kept as read (LI, CubaLIF, CubaLI, Threshold; per-neuron LIF or IF).
-    for (const auto& [key, t] : n.arrays) w.tensor(g, key, t, true);
-    return;
-  }
   const NeuronParams& p = n.neuron;
-  if (!p.v_reset) {
+  if (spiking && !p.v_reset) {
     throw Error(w.where + ": node '" + n.name + "' has a soft reset (v_reset none), which NIR cannot express "
                 "(its neurons reset to v_reset); export refused");
   }
-  if (p.refractory > 0) {
+  if (spiking && p.refractory > 0) {
     throw Error(w.where + ": node '" + n.name + "' has a refractory period of " + std::to_string(p.refractory) +
                 " steps, which NIR cannot express; export refused");
+  }
+  if (has_general_dynamics(n)) {
+    // NIR's units: time constants in seconds, an IF's r per second. snnsim's
+    // own values in steps go to the metadata too, for an exact round trip.
+    Handle meta(H5Gcreate2(g, "metadata", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+    if (!meta.ok()) throw Error(w.where + ": cannot create metadata of " + n.name);
+    if (is_spiking(n.kind)) {
+      w.string(meta.get(), "snnsim_surrogate", surrogate_spec(p.surrogate));
+      if (n.kind != NodeKind::kThreshold) w.ints(meta.get(), "snnsim_detach_reset", {p.detach_reset ? 1 : 0}, true);
+    }
+    for (const auto& [key, t] : n.arrays) {
+      const torch::Tensor steps = t.to(torch::kDouble).reshape(t.dim() == 0 ? std::vector<int64_t>{} : out).expand(out);
+      const Unit u = unit_of(n.kind, key);
+      w.tensor(g, key, from_steps(u, steps, dt), true);
+      if (u != Unit::kSame) w.tensor(meta.get(), "snnsim_steps_" + key, steps, true);
+    }
+    return;
   }
   const double v_reset = *p.v_reset;
   w.tensor(g, "v_threshold", full(p.v_threshold), true);

@@ -2,47 +2,67 @@
 
 #include <cmath>
 
+#include "snn/core/error.h"
 #include "snn/neurons/linear.h"
 
 namespace snn {
 
+NeuronParams NeuronLayer::params() const {
+  throw InternalError("this neuron layer has per-neuron dynamics, not one NeuronParams");
+}
+
+torch::Tensor NeuronLayer::pass(const torch::Tensor& x_seq, NeuronState& state, NeuronTrace* trace,
+                                std::optional<torch::ScalarType> spike_dtype) {
+  return functional::neuron_multistep(x_seq, state, params(), rate(), trace, spike_dtype);
+}
+
 torch::Tensor NeuronLayer::step(const torch::Tensor& x) {
-  return counted(functional::neuron_multistep(x.unsqueeze(0), state_, params(), rate()).squeeze(0));
+  return counted(pass(x.unsqueeze(0), state_, nullptr, std::nullopt).squeeze(0));
 }
 
 std::optional<torch::ScalarType> NeuronLayer::spike_dtype_for(std::optional<torch::ScalarType> spike_dtype) const {
-  if (!spike_dtype && bool_without_grad_ && !torch::GradMode::is_enabled()) return torch::kBool;
+  if (!spike_dtype && bool_without_grad_ && spiking() && !torch::GradMode::is_enabled()) return torch::kBool;
   return spike_dtype;
 }
 
+void NeuronLayer::observe(const torch::Tensor& out, const torch::Tensor& v) {
+  observer_(spiking() ? out.detach() : torch::zeros(out.sizes(), out.options().dtype(torch::kBool)), v);
+}
+
 torch::Tensor NeuronLayer::multi_step_after(LinearImpl& fc, const torch::Tensor& x_seq) {
-  if (observer_ && observer_wants_v_) return multi_step(fc.forward(x_seq));  // v per step: the unfused pass
+  // v per step, or dynamics the fused Linear+neuron pass does not know: the unfused pass.
+  if ((observer_ && observer_wants_v_) || !fusable()) return multi_step(fc.forward(x_seq));
   torch::Tensor spikes =
       counted(functional::linear_neuron_multistep(fc, x_seq, state_, params(), rate(), spike_dtype_for({})));
-  if (observer_) observer_(spikes.detach(), torch::Tensor());
+  if (observer_) observe(spikes, torch::Tensor());
   return spikes;
 }
 
 torch::Tensor NeuronLayer::multi_step(const torch::Tensor& x_seq, NeuronTrace* trace,
                                       std::optional<torch::ScalarType> spike_dtype) {
   spike_dtype = spike_dtype_for(spike_dtype);
-  if (!observer_) return counted(functional::neuron_multistep(x_seq, state_, params(), rate(), trace, spike_dtype));
+  if (!observer_) return counted(pass(x_seq, state_, trace, spike_dtype));
   NeuronTrace own;
   NeuronTrace* t = trace ? trace : (observer_wants_v_ ? &own : nullptr);
-  torch::Tensor spikes = counted(functional::neuron_multistep(x_seq, state_, params(), rate(), t, spike_dtype));
-  observer_(spikes.detach(), t ? t->v.detach() : torch::Tensor());
-  return spikes;
+  torch::Tensor out = counted(pass(x_seq, state_, t, spike_dtype));
+  observe(out, t ? t->v.detach() : torch::Tensor());
+  return out;
 }
 
 std::vector<torch::Tensor> NeuronLayer::save_state() const {
   if (!state_.defined()) return {};
+  if (state_.i.defined()) return {state_.v, state_.refractory, state_.i};
   return {state_.v, state_.refractory};
 }
 
 void NeuronLayer::load_state(const std::vector<torch::Tensor>& state) {
-  TORCH_CHECK(state.empty() || state.size() == 2, "a neuron layer's state is {v, refractory}, got ", state.size(),
-              " tensors");
-  state_ = state.empty() ? NeuronState{} : NeuronState{state[0], state[1]};
+  TORCH_CHECK(state.empty() || state.size() == 2 || state.size() == 3,
+              "a neuron layer's state is {v, refractory} or {v, refractory, i}, got ", state.size(), " tensors");
+  state_ = NeuronState{};
+  if (state.empty()) return;
+  state_.v = state[0];
+  state_.refractory = state[1];
+  if (state.size() == 3) state_.i = state[2];
 }
 
 namespace {

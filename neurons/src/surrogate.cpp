@@ -42,6 +42,17 @@ std::string Surrogate::str() const {
 }
 
 namespace functional {
+
+torch::Tensor surrogate_derivative(const torch::Tensor& u, const Surrogate& surrogate) {
+  // Tensor-op twin of detail::surrogate_grad, in SpikingJelly's op order.
+  const double alpha = surrogate.alpha;
+  if (surrogate.kind == SurrogateKind::kSigmoid) {
+    const torch::Tensor sg = (u * alpha).sigmoid();
+    return (1.0 - sg) * sg * alpha;
+  }
+  return alpha / 2.0 / (1.0 + (M_PI / 2.0 * alpha * u).pow(2));
+}
+
 namespace {
 
 struct SurrogateSpike : torch::autograd::Function<SurrogateSpike> {
@@ -56,17 +67,8 @@ struct SurrogateSpike : torch::autograd::Function<SurrogateSpike> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
     const torch::Tensor u = ctx->get_saved_variables()[0];
-    const auto kind = static_cast<SurrogateKind>(ctx->saved_data["kind"].toInt());
-    const double alpha = ctx->saved_data["alpha"].toDouble();
-    // Tensor-op twin of detail::surrogate_grad, in SpikingJelly's op order.
-    torch::Tensor d;
-    if (kind == SurrogateKind::kSigmoid) {
-      const torch::Tensor sg = (u * alpha).sigmoid();
-      d = (1.0 - sg) * sg * alpha;
-    } else {
-      d = alpha / 2.0 / (1.0 + (M_PI / 2.0 * alpha * u).pow(2));
-    }
-    return {grad[0] * d, torch::Tensor(), torch::Tensor()};
+    const Surrogate s{static_cast<SurrogateKind>(ctx->saved_data["kind"].toInt()), ctx->saved_data["alpha"].toDouble()};
+    return {grad[0] * surrogate_derivative(u, s), torch::Tensor(), torch::Tensor()};
   }
 };
 

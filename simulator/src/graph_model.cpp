@@ -12,6 +12,7 @@
 
 #include "snn/core/error.h"
 #include "snn/core/temporal.h"
+#include "snn/neurons/general_neuron.h"
 #include "snn/simulator/neuron_sim.h"
 
 namespace snn {
@@ -65,6 +66,41 @@ class DelayLineImpl : public torch::nn::Module, public Temporal {
   torch::Tensor history_;
 };
 TORCH_MODULE(DelayLine);
+
+// A neuron node with general dynamics (graph.h: Node::arrays) as a
+// GeneralNeuron layer of its shape.
+NeuronModule general_neuron_layer(const Node& n, const std::vector<int64_t>& shape) {
+  static const std::map<NodeKind, GeneralNeuronKind> kinds{
+      {NodeKind::kLIF, GeneralNeuronKind::kLIF},         {NodeKind::kIF, GeneralNeuronKind::kIF},
+      {NodeKind::kLI, GeneralNeuronKind::kLI},           {NodeKind::kCubaLIF, GeneralNeuronKind::kCubaLIF},
+      {NodeKind::kCubaLI, GeneralNeuronKind::kCubaLI},   {NodeKind::kThreshold, GeneralNeuronKind::kThreshold}};
+  GeneralNeuronOptions o(kinds.at(n.kind));
+  // Per-neuron values of the node's shape (graph files may give them flat).
+  const auto a = [&](const char* key) {
+    const torch::Tensor& t = n.arrays.at(key);
+    return t.dim() == 0 ? t.to(torch::kDouble) : t.to(torch::kDouble).reshape(shape);
+  };
+  for (const auto& key : graph::dynamics_keys(n.kind)) {
+    if (key == "tau" || key == "tau_mem") o.tau(a(key.c_str()));
+    if (key == "tau_syn") o.tau_syn(a(key.c_str()));
+    if (key == "r") o.r(a(key.c_str()));
+    if (key == "v_leak") o.v_leak(a(key.c_str()));
+    if (key == "v_threshold" || key == "threshold") o.v_threshold(a(key.c_str()));
+    if (key == "v_reset") o.v_reset(a(key.c_str()));
+    if (key == "w_in") o.w_in(a(key.c_str()));
+  }
+  o.soft_reset(!n.neuron.v_reset.has_value())
+      .detach_reset(n.neuron.detach_reset)
+      .surrogate(n.neuron.surrogate)
+      .refractory(n.neuron.refractory)
+      .step_mode(StepMode::kMulti);
+  try {
+    GeneralNeuron layer(o);
+    return NeuronModule{torch::nn::AnyModule(layer), layer.ptr()};
+  } catch (const Error& e) {
+    fail("node '" + n.name + "': " + e.what());
+  }
+}
 
 }  // namespace
 
@@ -151,11 +187,8 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
       return in * m.scale.at(n.name).to(in.device());
     case NodeKind::kDelay:
       return m.delay.at(n.name)->forward(in);
-    case NodeKind::kLIF:
-    case NodeKind::kIF:
-    case NodeKind::kPLIF:
-      return m.neuron.at(n.name).module.forward(in);
     default:
+      if (graph::is_neuron(n.kind)) return m.neuron.at(n.name).module.forward(in);
       throw InternalError("node kind without execution: " + graph::to_string(n.kind));
   }
 }
@@ -342,7 +375,7 @@ static std::vector<std::shared_ptr<GraphModel::Unit>> make_units(const Graph& gr
     }
     u->cycle = u->nodes.size() > 1 || self_loop;
     for (const Node* n : u->nodes) {
-      if (n->kind == NodeKind::kLIF || n->kind == NodeKind::kIF || n->kind == NodeKind::kPLIF) ++u->neurons;
+      if (graph::is_neuron(n->kind)) ++u->neurons;
     }
     units_.push_back(u);
   }
@@ -354,7 +387,7 @@ std::vector<std::string> graph_neuron_names(const Graph& graph) {
   std::vector<std::string> out;
   for (const auto& u : make_units(graph, shapes)) {
     for (const Node* n : u->nodes) {
-      if (n->kind == NodeKind::kLIF || n->kind == NodeKind::kIF || n->kind == NodeKind::kPLIF) out.push_back(n->name);
+      if (graph::is_neuron(n->kind)) out.push_back(n->name);
     }
   }
   return out;
@@ -397,12 +430,12 @@ GraphModel::GraphModel(const Graph& graph) : graph_(graph), shapes_(graph_.valid
       case NodeKind::kDelay:
         modules->delay.emplace(n.name, DelayLine(n.delay, shapes_.output.at(n.name)));
         break;
-      case NodeKind::kLIF:
-      case NodeKind::kIF:
-      case NodeKind::kPLIF: {
-        const bool per_neuron = n.kind == NodeKind::kPLIF ? n.arrays.size() > (n.arrays.count("w") ? 1u : 0u)
-                                                          : !n.arrays.empty();
-        if (per_neuron) fail("node '" + n.name + "' has per-neuron parameters, which are not simulated yet");
+      default: {
+        if (!graph::is_neuron(n.kind)) fail("node '" + n.name + "' (" + graph::to_string(n.kind) + ") is not simulated yet");
+        if (graph::has_general_dynamics(n)) {
+          modules->neuron.emplace(n.name, general_neuron_layer(n, shapes_.output.at(n.name)));
+          break;
+        }
         NeuronModule nm = make_neuron_layer(n.neuron, StepMode::kMulti);
         if (n.kind == NodeKind::kPLIF && n.arrays.count("w")) {
           torch::NoGradGuard no_grad;
@@ -413,8 +446,6 @@ GraphModel::GraphModel(const Graph& graph) : graph_(graph), shapes_(graph_.valid
         modules->neuron.emplace(n.name, nm);
         break;
       }
-      default:
-        fail("node '" + n.name + "' (" + graph::to_string(n.kind) + ") is not simulated yet");
     }
   }
   units_ = make_units(graph_, shapes_);
@@ -426,14 +457,14 @@ GraphModel::GraphModel(const Graph& graph) : graph_(graph), shapes_(graph_.valid
       }
     }
   }
-  if (neurons_.empty()) fail("the graph has no neuron layer (LIF, IF or PLIF)");
+  if (neurons_.empty()) fail("the graph has no neuron layer (LIF, IF, PLIF, LI, CubaLIF, CubaLI or Threshold)");
   // The output is the last neuron layer's spikes (what evaluation counts).
   for (const auto& n : graph_.nodes) {
     if (n.kind != NodeKind::kOutput) continue;
     const auto src = graph_.sources_of(n.name);
     if (src.size() != 1 || src[0] != neuron_names_.back()) {
       fail("the Output '" + n.name + "' must be fed by the last neuron layer ('" + neuron_names_.back() +
-           "') alone: snnsim counts its spikes");
+           "') alone: snnsim counts its spikes (sums its potential, an LI's or CubaLI's)");
     }
   }
 }

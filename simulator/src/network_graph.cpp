@@ -146,7 +146,7 @@ ChainModel chain_model(const Graph& g) {
       }
       ++layer;
     } else {
-      not_a_chain(n, "is not simulated yet");
+      not_a_chain(n, "is neither a synapse nor a LIF, IF or PLIF layer");
     }
     at = &n;
   }

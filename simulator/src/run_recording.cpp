@@ -54,7 +54,10 @@ std::vector<std::pair<int64_t, std::vector<int64_t>>> parse_population_list(cons
     if (token.empty()) continue;
     const auto colon = token.find(':');
     const std::string head = token.substr(0, colon);
-    if (!head.empty() && !std::isdigit(static_cast<unsigned char>(head[0]))) {
+    // A name, or ids of the layer before; a population named by digits (NIR
+    // files from snnTorch name nodes "1", "3", ...) is a name.
+    const bool named = std::find(names.begin(), names.end(), head) != names.end();
+    if (!head.empty() && (named || !std::isdigit(static_cast<unsigned char>(head[0])))) {
       auto it = std::find(names.begin(), names.end(), head);
       // A graph network's populations are its neuron nodes; "output" still
       // names the last of them (the default of --record).

@@ -303,6 +303,13 @@ class BatchRecorder {
  public:
   BatchRecorder(SpikingNetwork& net, const RecordRequest& request) : net_(net) {
     const NetworkConfig& c = net.config();
+    if (!net.neuron_layers().back()->spiking()) {
+      // output_counts holds integer spike counts; a potential summed over
+      // the steps would be rounded into something else.
+      throw Error("the output layer '" + population_name(c, static_cast<int64_t>(c.layers.size()) - 2) +
+                  "' emits its potential (LI or CubaLI), not spikes: a recording holds the output's spike counts; "
+                  "run without --output, or end the network in a spiking layer");
+    }
     recording::RecordingLayout layout;
     layout.classes = c.layers.back();
     layout.steps = c.steps;

@@ -204,6 +204,131 @@ TEST(GraphModel, GradientsDoNotDependOnPartitionOrK) {
   EXPECT_GT(total, 0);
 }
 
+// Every general neuron kind (general_neuron.h), per-neuron parameters, a
+// CubaLIF fed back to itself through a Delay, and an LI read-out:
+// input [12] -> fc0 -> lifs [9] -> fc1 (+ rec) -> cuba [8] -> fc2 -> thr [6]
+//   -> fc3 -> culi [5] -> fc4 -> li [4] -> output
+const char* kGeneralKinds = R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [12]
+[[nodes]]
+name = "fc0"
+kind = "Affine"
+features = 9
+[[nodes]]
+name = "lifs"
+kind = "LIF"
+tau = [1.5, 2, 3, 4, 5, 6, 7, 8, 9]
+v_threshold = [0.2, 0.3, 0.4, 0.2, 0.3, 0.4, 0.2, 0.3, 0.4]
+v_leak = 0.05
+r = 1.5
+[[nodes]]
+name = "fc1"
+kind = "Affine"
+features = 8
+[[nodes]]
+name = "cuba"
+kind = "CubaLIF"
+from = ["fc1", "rec"]
+tau_syn = 2.0
+tau_mem = 3.0
+v_threshold = 0.1
+[[nodes]]
+name = "delay"
+kind = "Delay"
+from = "cuba"
+shape = [8]
+[[nodes]]
+name = "rec"
+kind = "Linear"
+from = "delay"
+features = 8
+[[nodes]]
+name = "fc2"
+kind = "Affine"
+from = "cuba"
+features = 6
+[[nodes]]
+name = "thr"
+kind = "Threshold"
+threshold = 0.05
+[[nodes]]
+name = "fc3"
+kind = "Affine"
+features = 5
+[[nodes]]
+name = "culi"
+kind = "CubaLI"
+tau_mem = 2.5
+[[nodes]]
+name = "fc4"
+kind = "Affine"
+features = 4
+[[nodes]]
+name = "li"
+kind = "LI"
+tau = 4.0
+[[nodes]]
+name = "output"
+kind = "Output"
+)";
+
+TEST(GraphModel, GeneralNeuronKindsRunTheSameForEveryPartitionKAndBatch) {
+  const Graph g = graph::parse_graph_text(kGeneralKinds, "test");
+  SpikingNetwork net(graph_config(g, 6));
+  EXPECT_EQ(net.config().layers, (std::vector<int64_t>{12, 9, 8, 6, 5, 4}));
+  ASSERT_EQ(net.neuron_layers().size(), 5u);
+  EXPECT_FALSE(net.neuron_layers().back()->spiking());  // the LI read-out
+  const torch::Tensor x = images(5, 12);
+  const torch::Tensor ref = run(net, x, {"cpu"}, 0);
+  // The read-out is a potential: real numbers, not 0/1.
+  EXPECT_GT((ref.ne(0) & ref.ne(1)).sum().item<int64_t>(), 0);
+  EXPECT_TRUE(torch::equal(ref, run(net, x, {"cpu"}, 1)));
+  EXPECT_TRUE(torch::equal(ref, run(net, x, {"cpu", "cpu", "cpu"}, 4)));
+  EXPECT_TRUE(torch::equal(ref, run(net, x, {"cpu", "cpu"}, 2, {2, 3})));
+  for (int64_t b = 0; b < x.size(0); ++b) {
+    EXPECT_TRUE(torch::equal(ref.narrow(1, b, 1), run(net, x.narrow(0, b, 1), {"cpu", "cpu"}, 5, {}, b)))
+        << "sample " << b;
+  }
+  // Every spiking layer spikes somewhere (the test exercises them all).
+  torch::NoGradGuard no_grad;
+  SpikingNetwork counted(graph_config(g, 6));
+  for (const auto& l : counted.neuron_layers()) l->set_count_spikes(true);
+  ModelPipeline p = counted.make_pipeline();
+  p.constant_forward(counted.prepare_input(x), 6, false, torch::arange(0, x.size(0), torch::kLong));
+  for (size_t i = 0; i + 2 < counted.neuron_layers().size(); ++i) {
+    EXPECT_GT(counted.neuron_layers()[i]->spikes_counted(), 0) << "layer " << i;
+  }
+}
+
+TEST(GraphModel, GeneralNeuronGradientsDoNotDependOnPartitionOrK) {
+  const Graph g = graph::parse_graph_text(kGeneralKinds, "test");
+  const torch::Tensor x = images(4, 12);
+  torch::manual_seed(3);
+  const torch::Tensor probe = torch::randn({6, 4, 4});
+  const auto grads = [&](std::vector<std::string> devices, int64_t K) {
+    NetworkConfig c = graph_config(g, 6);
+    c.devices = std::move(devices);
+    c.steps_per_tick = K;
+    SpikingNetwork net(c);
+    ModelPipeline pipe = net.make_pipeline();
+    const torch::Tensor y = pipe.constant_forward(net.prepare_input(x), 6, /*reduce=*/false);
+    (y * probe).sum().backward();
+    std::vector<torch::Tensor> out;
+    for (const auto& [name, t] : net.named_parameters()) out.push_back(t.grad().clone());
+    return out;
+  };
+  const auto a = grads({"cpu"}, 0), b = grads({"cpu", "cpu"}, 4), c = grads({"cpu"}, 1);
+  ASSERT_EQ(a.size(), 6u * 2 - 1);  // fc0..fc4 weight and bias, rec.weight
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(a[i], c[i])) << "parameter " << i;
+    EXPECT_GT(a[i].abs().sum().item<double>(), 0) << "parameter " << i;
+  }
+}
+
 TEST(GraphModel, ConvolutionEqualsConv2dAndIsBatchInvariant) {
   const Graph g = graph::parse_graph_text(R"(
 [[nodes]]

@@ -182,6 +182,46 @@ TEST(GraphValidate, EveryProblemIsNamed) {
   }
 }
 
+// A neuron node given r, v_leak or a per-neuron list takes the general
+// form; problems with it name the node and the key.
+TEST(GraphText, GeneralNeuronParametersAndTheirProblems) {
+  const auto net = [](const std::string& neuron) {
+    return "[[nodes]]\nname = \"in\"\nkind = \"Input\"\nshape = [4]\n[[nodes]]\nname = \"fc\"\nkind = "
+           "\"Affine\"\nfeatures = 3\n[[nodes]]\nname = \"n\"\n" +
+           neuron + "\n[[nodes]]\nname = \"out\"\nkind = \"Output\"\n";
+  };
+  const Graph sj = parse_graph_text(net("kind = \"LIF\"\ntau = 3.0\nv_reset = -0.5"), "x");
+  EXPECT_FALSE(has_general_dynamics(sj.node("n")));
+  const Graph g = parse_graph_text(net("kind = \"LIF\"\ntau = 3.0\nv_reset = -0.5\nv_threshold = [0.5, 1, 2]"), "x");
+  ASSERT_TRUE(has_general_dynamics(g.node("n")));
+  const auto& a = g.node("n").arrays;
+  EXPECT_EQ(a.at("tau").item<double>(), 3.0);
+  EXPECT_EQ(a.at("r").item<double>(), 1.0);          // decay_input's r
+  EXPECT_EQ(a.at("v_leak").item<double>(), -0.5);    // leaks toward the reset, as SpikingJelly's
+  EXPECT_EQ(a.at("v_threshold").size(0), 3);
+  EXPECT_EQ(problem(g), "");
+  // decay_input = false is r = tau.
+  const Graph leak = parse_graph_text(net("kind = \"LIF\"\ntau = 4.0\ndecay_input = false\nv_leak = 0.25"), "x");
+  EXPECT_EQ(leak.node("n").arrays.at("r").item<double>(), 4.0);
+  // The same network in the JSON form, and back.
+  EXPECT_EQ(graph_to_json(parse_graph_text(graph_to_json(g), "json")), graph_to_json(g));
+  EXPECT_NE(parse_problem(net("kind = \"LIF\"\nr = 2.0\ndecay_input = true")).find("give 'r' or 'decay_input', not both"),
+            std::string::npos);
+  EXPECT_NE(parse_problem(net("kind = \"PLIF\"\nv_threshold = [1, 2, 3]")).find("a PLIF node takes one value per key"),
+            std::string::npos);
+  EXPECT_NE(parse_problem(net("kind = \"LI\"\nv_threshold = 1.0")).find("a LI node has no key 'v_threshold'"),
+            std::string::npos);
+  EXPECT_NE(parse_problem(net("kind = \"CubaLIF\"\nw_in = \"big\"")).find("'w_in' must be a number or a flat list"),
+            std::string::npos);
+  const Graph wrong = parse_graph_text(net("kind = \"CubaLIF\"\ntau_mem = [1, 2]"), "x");
+  EXPECT_NE(problem(wrong).find("node 'n': tau_mem has shape [2] but the node has 3 neurons of shape [3]"), std::string::npos)
+      << problem(wrong);
+  const Graph zero = parse_graph_text(net("kind = \"CubaLI\"\ntau_syn = [1, 0, 2]"), "x");
+  EXPECT_NE(problem(zero).find("node 'n': tau_syn must be > 0 steps"), std::string::npos) << problem(zero);
+  const Graph refr = parse_graph_text(net("kind = \"Threshold\"\nthreshold = 0.5"), "x");
+  EXPECT_EQ(problem(refr), "");
+}
+
 TEST(GraphValidate, DelayedRecurrenceAndSkipsAreValid) {
   // input -> fc0 -> lif0 -> fc1 -> lif1 -> output, lif0 -> delay -> rec -> lif0,
   // and a skip input -> skip -> lif1.
@@ -308,6 +348,35 @@ tau = 2.5
 decay_input = false
 surrogate = "atan:2"
 [[nodes]]
+name = "lifs"
+kind = "LIF"
+tau = [2.0, 3.0, 4.5, 7.0, 1.25]
+v_threshold = [0.5, 0.75, 1.0, 1.25, 0.1]
+r = 0.9
+v_leak = 0.125
+v_reset = -0.25
+[[nodes]]
+name = "cuba"
+kind = "CubaLIF"
+tau_syn = 3.0
+tau_mem = [4.0, 5.0, 6.0, 7.0, 8.0]
+w_in = 0.5
+surrogate = "sigmoid:3"
+[[nodes]]
+name = "thr"
+kind = "Threshold"
+threshold = 0.3
+[[nodes]]
+name = "culi"
+kind = "CubaLI"
+tau_syn = 1.5
+v_leak = -0.5
+[[nodes]]
+name = "li"
+kind = "LI"
+tau = 3.0
+r = 2.0
+[[nodes]]
 name = "output"
 kind = "Output"
 )",
@@ -342,13 +411,20 @@ kind = "Output"
   EXPECT_FLOAT_EQ(back.node("plif").arrays.at("w").item<float>(), -0.4f);
   EXPECT_FALSE(back.node("plif").neuron.decay_input);
   EXPECT_EQ(back.node("plif").neuron.surrogate.kind, SurrogateKind::kATan);
-  // Another dt: the IF's r = 1 / dt no longer adds inputs unscaled.
-  try {
-    read_nir(path, 0.5e-3);
-    FAIL() << "an IF of r dt = 0.5 was read";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("/node/nodes/if (IF): r = 1000"), std::string::npos) << e.what();
-  }
+  // The general parameters in steps, back as they were given.
+  EXPECT_TRUE(has_general_dynamics(back.node("lifs")));
+  EXPECT_TRUE(torch::equal(back.node("lifs").arrays.at("tau"), torch::tensor({2.0, 3.0, 4.5, 7.0, 1.25}, torch::kDouble)));
+  EXPECT_EQ(back.node("cuba").arrays.at("tau_syn").item<double>(), 3.0);
+  EXPECT_EQ(back.node("cuba").neuron.surrogate.alpha, 3.0);
+  EXPECT_EQ(back.node("thr").arrays.at("threshold").item<double>(), 0.3);
+  EXPECT_FALSE(has_general_dynamics(back.node("if")));  // SpikingJelly's IF, fused
+  // Another dt: the IF's r = 1 / dt now scales each input by r dt = 0.5, a
+  // general IF; the time constants are as many steps of the new dt.
+  const Graph other = read_nir(path, 0.5e-3);
+  ASSERT_TRUE(has_general_dynamics(other.node("if")));
+  EXPECT_DOUBLE_EQ(other.node("if").arrays.at("r").item<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(other.node("li").arrays.at("tau").item<double>(), 6.0);
+  EXPECT_DOUBLE_EQ(other.node("li").arrays.at("r").item<double>(), 2.0);
   std::remove(path.c_str());
   // A delay in another dt's steps, or refused when it is not whole.
   Graph d = parse_graph_text("{\"nodes\": [{\"name\": \"i\", \"kind\": \"Input\", \"shape\": [5]}, {\"name\": \"d\", "

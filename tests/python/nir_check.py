@@ -9,14 +9,21 @@ equations, for tests/cli/nir_interop_test.sh.
     nir_check.py foreign OUT.nir
         writes, with nir.write, a 784-24-10 LIF network of random float32
         weights (tau = 3 dt, dt = 1e-4 s, threshold 0.8) for snnsim to run.
+    nir_check.py general OUT.nir
+        writes, with nir.write, a chain of every NIR neuron kind snnsim
+        simulates, with per-neuron parameters: 784-32 LIF (tau, threshold,
+        r and v_leak per neuron, v_leak != v_reset), -24 CubaLIF, -20
+        CubaLI, -16 LI, -12 Threshold, -10 IF (r dt = 0.5).
     nir_check.py oracle NIR_FILE RECORDING
-        checks snnsim's recording of that network against NIR's LIF
-        equations (forward Euler, tau dv/dt = v_leak - v + r I, fire when
-        v > v_threshold, reset to v_reset) computed here in float64 from the
-        recorded input spikes, step by step from snnsim's recorded potential:
-        every spike and every potential, except where v lies within 1e-5 of
-        the threshold (float32 rounding and NIR's strict > against snnsim's
-        >= decide those).
+        checks snnsim's recording of a chain of Affine and neuron nodes
+        against NIR's equations (forward Euler with dt: tau dv/dt = v_leak -
+        v + r I; CubaLIF/CubaLI: tau_syn dI/dt = -I + w_in x first; IF:
+        dv/dt = r I; fire when v > v_threshold, reset to v_reset; Threshold:
+        x > threshold; LI and CubaLI pass on v) computed here in float64
+        from the recorded input spikes, step by step from snnsim's recorded
+        potential: every spike and every potential, except where v lies
+        within 1e-5 of the threshold (float32 rounding and NIR's strict >
+        against snnsim's >= decide those).
     nir_check.py bad DIR
         writes NIR files that snnsim must refuse, one per problem.
 Nothing here calls snnsim's code.
@@ -90,60 +97,129 @@ def sample_steps(rec, pop, s, T, dt):
     return steps, ids
 
 
+def general(path):
+    rng = np.random.default_rng(9)
+    dt = 1e-4
+    sizes = [784, 32, 24, 20, 16, 12, 10]
+    nodes = {"in": nir.Input(input_type=np.array([784]))}
+    scale = [0.08, 0.35, 0.5, 0.4, 0.5, 0.9]
+    for l in range(6):
+        n_in, n = sizes[l], sizes[l + 1]
+        nodes[f"w{l}"] = nir.Affine(weight=(rng.standard_normal((n, n_in)) * scale[l]).astype(np.float32),
+                                    bias=(rng.standard_normal(n) * 0.05 + 0.05).astype(np.float32))
+    n = sizes[1]
+    nodes["lif"] = nir.LIF(tau=dt * rng.uniform(1.5, 6.0, n), r=rng.uniform(0.7, 1.3, n),
+                           v_leak=np.full(n, 0.1), v_threshold=rng.uniform(0.5, 1.0, n), v_reset=np.full(n, -0.1))
+    n = sizes[2]
+    nodes["cuba"] = nir.CubaLIF(tau_syn=np.full(n, 2 * dt), tau_mem=dt * rng.uniform(2.0, 5.0, n), r=np.full(n, 1.5),
+                                v_leak=np.zeros(n), v_threshold=np.full(n, 0.3), v_reset=np.zeros(n),
+                                w_in=rng.uniform(0.5, 1.5, n))
+    n = sizes[3]
+    nodes["culi"] = nir.CubaLI(tau_syn=np.full(n, 3 * dt), tau_mem=np.full(n, 2 * dt), r=np.ones(n),
+                               v_leak=np.full(n, -0.05), w_in=np.full(n, 2.0))
+    n = sizes[4]
+    nodes["li"] = nir.LI(tau=np.full(n, 4 * dt), r=rng.uniform(0.5, 2.0, n), v_leak=np.zeros(n))
+    n = sizes[5]
+    nodes["thr"] = nir.Threshold(threshold=rng.uniform(0.0, 0.3, n))
+    n = sizes[6]
+    nodes["if"] = nir.IF(r=np.full(n, 0.5 / dt), v_threshold=np.full(n, 0.4), v_reset=np.zeros(n))
+    nodes["out"] = nir.Output(output_type=np.array([10]))
+    chain = ["in", "w0", "lif", "w1", "cuba", "w2", "culi", "w3", "li", "w4", "thr", "w5", "if", "out"]
+    nir.write(path, nir.NIRGraph(nodes=nodes, edges=list(zip(chain, chain[1:]))))
+
+
+def layers_of(g):
+    """(synapse, neuron) node names along the chain from the Input."""
+    nxt = dict(g.edges)
+    at = next(k for k, v in g.nodes.items() if isinstance(v, nir.Input))
+    out = []
+    while not isinstance(g.nodes[nxt[at]], nir.Output):
+        syn = nxt[at]
+        neu = nxt[syn]
+        out.append((syn, neu))
+        at = neu
+    return out
+
+
 def oracle(path, recording):
     g = nir.read(path)
     dt = 1e-4
-    layers = [("a", "ha", "input"), ("b", "hb", None)]
     with h5py.File(recording, "r") as rec:
         meta = rec["meta"]
         T = int(meta.attrs["steps_per_sample"])
         dt_ms = float(meta.attrs["dt_ms"])
         S = int(meta["samples_committed"][()])
-        pop_of_layer = {int(gr.attrs["layer"]): name for name, gr in meta["populations"].items()}
         reports = {p: (rec["report"][p]["data"][...], rec["report"][p]["mapping/node_ids"][:].astype(np.int64))
                    for p in rec["report"]}
+        # Populations by layer (a chain read from NIR keeps snnsim's names
+        # hidden/output; other graphs name them by node).
+        pop_of_layer = {int(gr.attrs["layer"]): name for name, gr in meta["populations"].items()}
         compared = spikes_seen = near = 0
+        kinds = set()
         for s in range(S):
             steps, ids = sample_steps(rec, "input", s, T, dt_ms)
-            x = np.zeros((T, 784), bool)
-            x[steps, ids] = True
-            for l, (syn, neu, _) in enumerate(layers, start=1):
-                fc, lif = g.nodes[syn], g.nodes[neu]
-                pop = pop_of_layer[l]
+            x = np.zeros((T, 784))
+            x[steps, ids] = 1.0
+            for layer, (syn, node) in enumerate(layers_of(g), start=1):
+                fc, nrn = g.nodes[syn], g.nodes[node]
+                pop = pop_of_layer.get(layer, node)
+                kind = type(nrn).__name__
+                kinds.add(kind)
+                spiking = kind not in ("LI", "CubaLI")
                 n = fc.weight.shape[0]
                 got = np.zeros((T, n), bool)
-                st, si = sample_steps(rec, pop, s, T, dt_ms)
-                got[st, si] = True
+                if pop in rec["spikes"]:
+                    st, si = sample_steps(rec, pop, s, T, dt_ms)
+                    got[st, si] = True
                 data, node_ids = reports[pop]
                 assert np.array_equal(node_ids, np.arange(n)), f"{pop}: record every potential"
                 v_rec = data[s * T:(s + 1) * T].astype(np.float64)
-                current = x.astype(np.float64) @ fc.weight.astype(np.float64).T + fc.bias
-                v = lif.v_reset.astype(np.float64)
+                current = x @ fc.weight.astype(np.float64).T + fc.bias
+                p = {k: np.asarray(getattr(nrn, k), np.float64) for k in
+                     ("tau", "tau_mem", "tau_syn", "r", "v_leak", "v_threshold", "v_reset", "w_in", "threshold")
+                     if hasattr(nrn, k) and getattr(nrn, k) is not None}
+                tau = p.get("tau", p.get("tau_mem"))
+                v = p["v_reset"] if "v_reset" in p else p.get("v_leak", np.zeros(n))
+                i = np.zeros(n)
                 for t in range(T):
-                    h = v + dt / lif.tau * (lif.v_leak - v + lif.r * current[t])
-                    fire = h > lif.v_threshold
-                    clear = np.abs(h - lif.v_threshold) > 1e-5
-                    near += int((~clear).sum())
-                    bad = clear & (fire != got[t])
-                    if bad.any():
-                        k = int(np.flatnonzero(bad)[0])
-                        raise AssertionError(f"{pop}: sample {s}, step {t}, neuron {k}: NIR's equations give "
-                                             f"v = {h[k]!r} (threshold {lif.v_threshold[k]}) but snnsim "
-                                             f"{'spiked' if got[t, k] else 'did not spike'}")
-                    after = np.where(got[t], lif.v_reset, h)
-                    off = clear & (np.abs(after - v_rec[t]) > 1e-5 * np.maximum(1, np.abs(after)))
+                    u = current[t]
+                    if kind in ("CubaLIF", "CubaLI"):
+                        i = i + dt / p["tau_syn"] * (-i + p["w_in"] * u)
+                        u = i
+                    if kind == "Threshold":
+                        h, th = u, p["threshold"]
+                    elif kind == "IF":
+                        h, th = v + dt * p["r"] * u, p["v_threshold"]
+                    else:
+                        h, th = v + dt / tau * (p["v_leak"] - v + p["r"] * u), p.get("v_threshold")
+                    if spiking:
+                        fire = h > th
+                        clear = np.abs(h - th) > 1e-5
+                        near += int((~clear).sum())
+                        bad = clear & (fire != got[t])
+                        if bad.any():
+                            k = int(np.flatnonzero(bad)[0])
+                            raise AssertionError(f"{pop} ({kind}): sample {s}, step {t}, neuron {k}: NIR's equations "
+                                                 f"give {h[k]!r} (threshold {th[k]}) but snnsim "
+                                                 f"{'spiked' if got[t, k] else 'did not spike'}")
+                        after = np.where(got[t], p["v_reset"], h) if "v_reset" in p else h
+                        check = clear
+                    else:
+                        assert not got.any(), f"{pop} ({kind}) emits no spikes, but the recording has some"
+                        after, check = h, np.ones(n, bool)
+                    off = check & (np.abs(after - v_rec[t]) > 1e-5 * np.maximum(1, np.abs(after)))
                     if off.any():
                         k = int(np.flatnonzero(off)[0])
-                        raise AssertionError(f"{pop}: sample {s}, step {t}, neuron {k}: v = {v_rec[t, k]!r} "
+                        raise AssertionError(f"{pop} ({kind}): sample {s}, step {t}, neuron {k}: v = {v_rec[t, k]!r} "
                                              f"but NIR's equations give {after[k]!r}")
                     compared += n
                     spikes_seen += int(got[t].sum())
                     v = v_rec[t]
-                x = got
+                x = got.astype(np.float64) if spiking else v_rec
         assert spikes_seen > 0, "no spikes: the check compared nothing"
         assert near <= compared // 1000, f"{near} of {compared} potentials near the threshold: too many to skip"
-    print(f"{recording}: {compared} neuron-steps ({spikes_seen} spikes) follow NIR's LIF equations; "
-          f"{near} within 1e-5 of the threshold not compared")
+    print(f"{recording}: {compared} neuron-steps ({spikes_seen} spikes) of {', '.join(sorted(kinds))} follow NIR's "
+          f"equations; {near} within 1e-5 of the threshold not compared")
 
 
 def bad(folder):
@@ -189,11 +265,11 @@ def bad(folder):
     nodes["h"] = nir.LIF(tau=np.full(3, 2e-4), r=np.ones(3), v_leak=np.zeros(3), v_threshold=np.ones(3),
                          v_reset=np.zeros(3))
     nir.write(f"{folder}/mismatch.nir", nir.NIRGraph(nodes=nodes, edges=edges, type_check=False))
-    # A LIF leaking toward another value than its reset.
+    # A CubaLIF whose synaptic time constant is zero for one neuron.
     nodes = base()
-    nodes["h"] = nir.LIF(tau=np.full(4, 2e-4), r=np.ones(4), v_leak=np.full(4, 0.5), v_threshold=np.ones(4),
-                         v_reset=np.zeros(4))
-    nir.write(f"{folder}/leak.nir", nir.NIRGraph(nodes=nodes, edges=edges))
+    nodes["h"] = nir.CubaLIF(tau_syn=np.array([2e-4, 0, 2e-4, 2e-4]), tau_mem=np.full(4, 2e-4), r=np.ones(4),
+                             v_leak=np.zeros(4), v_threshold=np.ones(4), v_reset=np.zeros(4))
+    nir.write(f"{folder}/tau0.nir", nir.NIRGraph(nodes=nodes, edges=edges))
     # A recurrent edge without a delay (h feeds a back).
     nodes = base()
     nodes["rec"] = nir.Linear(weight=np.zeros((4, 4), np.float32))
@@ -202,7 +278,7 @@ def bad(folder):
 
 
 if __name__ == "__main__":
-    commands = {"exported": exported, "foreign": foreign, "oracle": oracle, "bad": bad}
+    commands = {"exported": exported, "foreign": foreign, "general": general, "oracle": oracle, "bad": bad}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         raise SystemExit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])

@@ -54,6 +54,9 @@ std::optional<NodeKind> parse_node_kind(const std::string& name);
 std::string known_node_kinds();
 /// LIF, IF, PLIF, LI, CubaLIF, CubaLI, Threshold: the nodes with neurons.
 bool is_neuron(NodeKind kind);
+/// Whether the kind emits spikes (all neuron kinds but LI and CubaLI, which
+/// emit their potential).
+bool is_spiking(NodeKind kind);
 
 /// One node. Which fields matter depends on `kind` (the comments say);
 /// the rest keep their defaults and are ignored.
@@ -77,15 +80,21 @@ struct Node {
   int64_t start_dim = 0, end_dim = -1;
   torch::Tensor scale;  ///< Scale: float32 factors of `shape`
   int64_t delay = 1;    ///< Delay: steps, >= 1
-  /// LIF, IF, PLIF: the dynamics in steps (tau, v_threshold, v_reset,
-  /// decay_input, surrogate, detach_reset, refractory); `neuron.model`
+  /// Neuron nodes: the options every kind keeps (surrogate, detach_reset,
+  /// refractory; v_reset nullopt = soft reset) and, for LIF, IF and PLIF
+  /// without `arrays`, SpikingJelly's dynamics in steps (tau, v_threshold,
+  /// v_reset, decay_input), which run on the fused kernels; `neuron.model`
   /// agrees with `kind`.
   NeuronParams neuron;
-  /// Per-neuron parameter arrays (float64, of the node's shape) that differ
-  /// between neurons, by NIR name ("v_threshold", ...), and the continuous
-  /// parameters of the kinds snnsim reads and writes but does not simulate
-  /// yet (LI, CubaLIF, CubaLI, Threshold), kept so that they survive a
-  /// read and write unchanged.
+  /// The general dynamics of a neuron node (general_neuron.h), by NIR's
+  /// parameter names (dynamics_keys) in snnsim's units: time constants in
+  /// steps (NIR's tau / dt), an IF's r per step (NIR's r dt), potentials
+  /// as given. Each a float64 tensor: 0-dim (every neuron alike), of the
+  /// node's shape, or flat in neuron-id order. Set for LI, CubaLIF, CubaLI
+  /// and Threshold always, for LIF and IF when their parameters differ
+  /// between neurons or leave SpikingJelly's form (v_leak != v_reset, r
+  /// other than 1 or tau); empty otherwise. PLIF: only "w", its learned
+  /// parameter (0-dim), when known.
   std::map<std::string, torch::Tensor> arrays;
 };
 
@@ -125,6 +134,24 @@ struct Graph {
   /// wrong shape or value, a cycle without a Delay.
   GraphShapes validate() const;
 };
+
+/// The general parameters of a neuron kind, by NIR's names: LIF {tau, r,
+/// v_leak, v_threshold, v_reset}, IF {r, v_threshold, v_reset}, LI {tau, r,
+/// v_leak}, CubaLIF {tau_syn, tau_mem, r, v_leak, v_threshold, v_reset,
+/// w_in}, CubaLI {tau_syn, tau_mem, r, v_leak, w_in}, Threshold
+/// {threshold}; empty for PLIF and non-neuron kinds.
+const std::vector<std::string>& dynamics_keys(NodeKind kind);
+/// Whether a neuron node runs on the general dynamics (Node::arrays) rather
+/// than SpikingJelly's fused layers.
+bool has_general_dynamics(const Node& n);
+/// A LIF, IF or general node's parameters in the general form, every key of
+/// dynamics_keys: its arrays, or its SpikingJelly dynamics written that way
+/// (LIF: r = 1 with decay_input, else tau; v_leak = v_reset, 0 when soft;
+/// IF: r = 1). 0-dim tensors where a value is common to all neurons.
+std::map<std::string, torch::Tensor> general_dynamics(const Node& n);
+/// The default of a general parameter in a graph file (tau 2, tau_syn 2,
+/// tau_mem 2, r 1, v_leak 0, v_threshold 1, v_reset 0, w_in 1, threshold 1).
+double dynamics_default(const std::string& key);
 
 /// "[1, 28, 28]".
 std::string shape_str(const std::vector<int64_t>& shape);

@@ -45,6 +45,7 @@ NeuronModel parse_neuron_model(const std::string& name);
 struct NeuronState {
   torch::Tensor v;           ///< [B, ...] membrane potential after the last step
   torch::Tensor refractory;  ///< [B, ...] int32, refractory steps left
+  torch::Tensor i;           ///< [B, ...] synaptic current (CubaLIF, CubaLI); undefined otherwise
   bool defined() const { return v.defined(); }
 };
 

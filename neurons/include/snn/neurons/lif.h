@@ -91,8 +91,13 @@ class NeuronLayer : public Temporal {
   void load_state(const std::vector<torch::Tensor>& state) override;
   /// The state after the last step (undefined tensors after a reset).
   const NeuronState& state() const { return state_; }
-  /// The layer's dynamics as the functional API takes them.
-  virtual NeuronParams params() const = 0;
+  /// The layer's dynamics as the fused functional API takes them (LIF, IF,
+  /// parametric LIF); a GeneralNeuron has none and throws InternalError.
+  virtual NeuronParams params() const;
+  /// Whether the layer emits spikes. LI and CubaLI layers (general_neuron.h)
+  /// emit their potential instead: not counted as spikes, and observers see
+  /// no spikes from them.
+  virtual bool spiking() const { return true; }
 
   /// Opt-in spike counting for firing rates (a reduction per call, so off by
   /// default): while on, every call adds its spikes to spikes_counted().
@@ -124,6 +129,12 @@ class NeuronLayer : public Temporal {
  protected:
   /// PLIF's k = sigmoid(w); undefined for the others.
   virtual torch::Tensor rate() const { return {}; }
+  /// The multi-step pass over `state`: the fused kernels of
+  /// functional::neuron_multistep unless a layer has other dynamics.
+  virtual torch::Tensor pass(const torch::Tensor& x_seq, NeuronState& state, NeuronTrace* trace,
+                             std::optional<torch::ScalarType> spike_dtype);
+  /// Whether multi_step_after may fuse the Linear with the neuron pass.
+  virtual bool fusable() const { return true; }
   torch::Tensor forward_by_mode(const torch::Tensor& x, StepMode mode) {
     return mode == StepMode::kSingle ? step(x) : multi_step(x);
   }
@@ -132,9 +143,12 @@ class NeuronLayer : public Temporal {
   /// spike_dtype, or bool where set_bool_spikes_without_grad says so.
   std::optional<torch::ScalarType> spike_dtype_for(std::optional<torch::ScalarType> spike_dtype) const;
   torch::Tensor counted(torch::Tensor spikes) {
-    if (count_spikes_) spikes_counted_ += spikes.detach().sum().item<double>();
+    if (count_spikes_ && spiking()) spikes_counted_ += spikes.detach().sum().item<double>();
     return spikes;
   }
+  /// Hands a block to the observer: a non-spiking layer's output is its
+  /// potential, so the observer sees no spikes from it.
+  void observe(const torch::Tensor& out, const torch::Tensor& v);
   NeuronState state_;
   Observer observer_;
   bool observer_wants_v_ = false;

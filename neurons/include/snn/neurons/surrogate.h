@@ -33,6 +33,8 @@ namespace functional {
 /// surrogate spike function as an autograd function, for code that builds
 /// neurons from tensor ops (the fused layers call the same derivative).
 torch::Tensor surrogate_spike(const torch::Tensor& u, const Surrogate& surrogate);
+/// sg'(u) element-wise: the derivative surrogate_spike's backward uses.
+torch::Tensor surrogate_derivative(const torch::Tensor& u, const Surrogate& surrogate);
 
 }  // namespace functional
 }  // namespace snn
