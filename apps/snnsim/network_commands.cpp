@@ -114,8 +114,6 @@ Placement placement_of(const SimFlags& f) {
   return p;
 }
 
-void apply_sim_flags(const SimFlags& f, NetworkConfig& c) { placement_of(f).apply(c); }
-
 // --limit: -1 for all, else at least one sample (0 would simulate nothing,
 // and other negatives are typos, not "all").
 void check_limit(int64_t limit) {
@@ -214,25 +212,24 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
     o.epochs = f.epochs;
     o.augment_shift = f.augment_shift;
   }
+  // Built once; the placement flags then say how it is simulated.
   std::unique_ptr<SpikingNetwork> built;
-  if (resumed.network) {
-    built = rebuild_network(*resumed.network, {}, placement_of(f.sim));
+  const bool resuming = resumed.network != nullptr;
+  if (resuming) {
+    built = std::move(resumed.network);
   } else if (is_graph_file_model(f.neuron.model)) {
-    c.layers = {1, 1};  // placeholders until the file says; placement is checked against its layers
     built = network_from_model(f.neuron.model, c, f.nir_dt);
-    c = built->config();
-    apply_sim_flags(f.sim, c);
-    built = rebuild_network(*built, {}, placement_of(f.sim));
   } else {
-    apply_sim_flags(f.sim, c);
     built = std::make_unique<SpikingNetwork>(c);
   }
+  placement_of(f.sim).apply(*built);
+  c = built->config();
   SpikingNetwork& net = *built;
   const ImageDataset data = load_image_dataset(f.sim.data_dir, c.layers.back());
   net.prepare_input(data.train.images.narrow(0, 0, 1));  // input size check before any output
   auto_balance(f.sim, net, data.train.images);
   Trainer trainer(net, o);
-  if (resumed.network) trainer.load_optimizer_state(resumed.optimizer);
+  if (resuming) trainer.load_optimizer_state(resumed.optimizer);
   std::string layers;
   for (const int64_t n : c.layers) layers += (layers.empty() ? "" : "-") + std::to_string(n);
   std::cout << fmt::format("training {} on {} ({} train / {} test samples), T = {}, {} threads\n", layers,

@@ -302,7 +302,19 @@ LoadedNetwork load_network(const std::string& path, const NetworkOverrides& over
   LoadedNetwork out;
   out.epoch = ckpt.epoch;
   out.parameters_hash = parameters_hash(*ckpt.network);
-  out.network = rebuild_network(*ckpt.network, overrides, placement);
+  if (overrides.changes_network()) {
+    out.network = rebuild_network(*ckpt.network, overrides, placement);
+    return out;
+  }
+  // Only how it is simulated changes: the loaded network itself, placed.
+  if (overrides.steps) {
+    if (*overrides.steps < 1) throw Error("T: expected a whole number >= 1, got " + std::to_string(*overrides.steps));
+    SimulationConfig s = ckpt.network->config().simulation();
+    s.steps = *overrides.steps;
+    ckpt.network->set_simulation(s);
+  }
+  placement.apply(*ckpt.network);
+  out.network = std::move(ckpt.network);
   return out;
 }
 

@@ -38,7 +38,7 @@ std::vector<int64_t> NetworkConfig::parse_layers(const std::string& text) {
   return sizes;
 }
 
-void NetworkConfig::validate() const {
+void NetworkSpec::validate() const {
   if (layers.size() < 2) throw Error("a network needs an input size and at least one layer");
   for (auto s : layers) {
     if (s < 1) throw Error("layer sizes must be >= 1, got " + std::to_string(s));
@@ -47,10 +47,24 @@ void NetworkConfig::validate() const {
   if (!(input_gain > 0) || !std::isfinite(input_gain)) {
     throw Error("the input gain must be positive, got " + std::to_string(input_gain));
   }
+  if (!layer_names.empty() && layer_names.size() + 1 != layers.size()) {
+    throw Error(std::to_string(layer_names.size()) + " layer names for " + std::to_string(layers.size() - 1) +
+                " neuron layers");
+  }
+  for (size_t i = 0; i < layer_names.size(); ++i) {
+    if (layer_names[i].empty() || layer_names[i].find('/') != std::string::npos) {
+      throw Error("layer name '" + layer_names[i] + "' is empty or holds '/'");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (layer_names[j] == layer_names[i]) throw Error("two neuron layers are named '" + layer_names[i] + "'");
+    }
+  }
+}
+
+void SimulationConfig::validate(int64_t units) const {
   if (steps < 1) throw Error("T (steps per sample) must be >= 1, got " + std::to_string(steps));
   if (steps_per_tick < 0) throw Error("steps per tick must be >= 1 (or 0 for T), got " + std::to_string(steps_per_tick));
   if (devices.empty()) throw Error("at least one device is needed");
-  const int64_t units = static_cast<int64_t>(layers.size()) - 1;
   if (static_cast<int64_t>(devices.size()) > units) {
     throw Error(std::to_string(devices.size()) + " devices (stages) for " + std::to_string(units) +
                 " layers: at most one stage per layer");
@@ -77,6 +91,11 @@ void NetworkConfig::validate() const {
       throw Error("balance assigns " + std::to_string(sum) + " layers but the network has " + std::to_string(units));
     }
   }
+}
+
+void NetworkConfig::validate() const {
+  NetworkSpec::validate();
+  SimulationConfig::validate(static_cast<int64_t>(layers.size()) - 1);
 }
 
 namespace {
@@ -112,6 +131,7 @@ std::string NetworkConfig::to_json() const {
          {"steps", steps},     {"steps_per_tick", steps_per_tick}, {"devices", devices},
          {"balance", balance}, {"input_gain", input_gain}};
   if (graph) j["graph"] = json::parse(graph::graph_to_json(*graph));  // structure; weights are parameters
+  if (!layer_names.empty()) j["layer_names"] = layer_names;
   return j.dump(2);
 }
 
@@ -127,6 +147,7 @@ NetworkConfig NetworkConfig::from_json(const std::string& text) {
     c.devices = j.at("devices").get<std::vector<std::string>>();
     c.balance = j.at("balance").get<std::vector<int64_t>>();
     c.input_gain = j.value("input_gain", 1.0);  // absent in files written before it existed
+    if (j.contains("layer_names")) c.layer_names = j.at("layer_names").get<std::vector<std::string>>();
     if (j.contains("graph")) {
       c.graph = std::make_shared<const graph::Graph>(graph::parse_graph_text(j.at("graph").dump(), "network config's graph"));
     }
@@ -298,11 +319,15 @@ std::vector<int64_t> SpikingNetwork::measure_balance(const torch::Tensor& images
 }
 
 void SpikingNetwork::set_balance(std::vector<int64_t> balance) {
-  NetworkConfig c = config_;
-  c.balance = std::move(balance);
-  c.validate();
-  if (graph_model_ && !c.balance.empty()) graph_model_->check_balance(c.balance);
-  config_ = std::move(c);
+  SimulationConfig s = config_.simulation();
+  s.balance = std::move(balance);
+  set_simulation(s);
+}
+
+void SpikingNetwork::set_simulation(const SimulationConfig& simulation) {
+  simulation.validate(static_cast<int64_t>(config_.layers.size()) - 1);
+  if (graph_model_ && !simulation.balance.empty()) graph_model_->check_balance(simulation.balance);
+  config_.simulation() = simulation;
 }
 
 torch::Tensor SpikingNetwork::prepare_input(const torch::Tensor& images) const {

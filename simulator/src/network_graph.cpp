@@ -61,7 +61,7 @@ Graph network_graph(const SpikingNetwork& net) {
     fc.weight = param(fc.name + ".weight");
     fc.bias = param(fc.name + ".bias");
     Node lif;
-    lif.name = "lif" + std::to_string(i);
+    lif.name = c.layer_names.empty() ? "lif" + std::to_string(i) : c.layer_names[i];
     lif.kind = kind_of(c.neuron.model);
     lif.neuron = c.neuron;
     if (lif.kind == NodeKind::kPLIF) lif.arrays["w"] = param(lif.name + ".w");
@@ -130,6 +130,7 @@ ChainModel chain_model(const Graph& g) {
         not_a_chain(n, "has other dynamics than the layers before it (one neuron setting for every layer so far)");
       }
       dynamics = n.neuron;
+      m.layer_names.push_back(n.name);
       const std::string fc = "fc" + std::to_string(layer), lif = "lif" + std::to_string(layer);
       if (pending_weight.defined()) {
         m.parameters.emplace_back(fc + ".weight", pending_weight.to(torch::kFloat));
@@ -183,6 +184,11 @@ std::unique_ptr<SpikingNetwork> network_from_model(const std::string& path, Netw
   }
   base.layers = m.layers;
   base.neuron = m.neuron;
+  // Its nodes name the populations of its recordings, unless they are the
+  // names --layers gives (an export of a --layers checkpoint read back).
+  bool default_names = true;
+  for (size_t i = 0; i < m.layer_names.size(); ++i) default_names &= m.layer_names[i] == "lif" + std::to_string(i);
+  base.layer_names = default_names ? std::vector<std::string>{} : m.layer_names;
   auto net = std::make_unique<SpikingNetwork>(base);
   if (!m.parameters.empty()) {
     torch::NoGradGuard no_grad;

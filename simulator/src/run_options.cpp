@@ -23,6 +23,8 @@ bool NetworkOverrides::empty() const {
   return !steps && !tau && !v_threshold && !v_reset && !refractory && !gain && !seed;
 }
 
+bool NetworkOverrides::changes_network() const { return tau || v_threshold || v_reset || refractory || gain || seed; }
+
 void NetworkOverrides::apply(NetworkConfig& c) const {
   if (c.graph && (tau || v_threshold || v_reset || refractory)) {
     throw Error(std::string(tau ? "tau" : v_threshold ? "v_threshold" : v_reset ? "v_reset" : "refractory") +
@@ -69,6 +71,15 @@ void Placement::apply(NetworkConfig& c) const {
   c.balance = balance;
   c.steps_per_tick = steps_per_tick;
   c.validate();
+  if (threads != 0) set_intra_op_threads(threads);
+}
+
+void Placement::apply(SpikingNetwork& network) const {
+  SimulationConfig s = network.config().simulation();
+  s.devices = devices;
+  s.balance = balance;
+  s.steps_per_tick = steps_per_tick;
+  network.set_simulation(s);
   if (threads != 0) set_intra_op_threads(threads);
 }
 

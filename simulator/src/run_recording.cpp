@@ -61,7 +61,7 @@ std::vector<std::pair<int64_t, std::vector<int64_t>>> parse_population_list(cons
       auto it = std::find(names.begin(), names.end(), head);
       // A graph network's populations are its neuron nodes; "output" still
       // names the last of them (the default of --record).
-      if (it == names.end() && head == "output" && c.graph) it = names.end() - 1;
+      if (it == names.end() && head == "output" && (c.graph || !c.layer_names.empty())) it = names.end() - 1;
       if (it == names.end()) {
         std::string all;
         for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;

@@ -230,6 +230,7 @@ std::string population_name(const NetworkConfig& config, int64_t layer) {
                 " neuron layers");
   }
   if (config.graph) return graph_neuron_names(*config.graph).at(static_cast<size_t>(layer));  // node names
+  if (!config.layer_names.empty()) return config.layer_names.at(static_cast<size_t>(layer));  // a chain's nodes
   if (layer == layers - 1) return "output";
   if (layers == 2) return "hidden";
   return "hidden" + std::to_string(layer + 1);

@@ -103,7 +103,7 @@ grep -q "NIR" "$tmp/i.out" && ok || fail "inspect net.nir does not say it is NIR
 # ---- a file nir.write made runs by NIR's equations ----
 "$python" "$check" foreign "$tmp/foreign.nir" || fail "nir.write failed"
 "$snnsim" run "${common[@]}" --T 6 --limit 30 --model "$tmp/foreign.nir" --output "$tmp/f.h5" --record-input \
-  --record hidden,output --record-v hidden:0-23,output:0-9 >/dev/null 2>"$tmp/err" || fail "run --model foreign.nir: $(cat "$tmp/err")"
+  --record ha,hb --record-v ha:0-23,hb:0-9 >/dev/null 2>"$tmp/err" || fail "run --model foreign.nir: $(cat "$tmp/err")"
 "$python" "$check" oracle "$tmp/foreign.nir" "$tmp/f.h5" >"$tmp/o.out" 2>&1 && ok ||
   fail "snnsim's run of nir.write's file against NIR's equations: $(cat "$tmp/o.out")"
 # Every neuron kind with per-neuron parameters (LIF with v_leak != v_reset

@@ -120,6 +120,40 @@ TEST(Simulation_CUDA, GpuAndMixedPipelinesGiveTheCpuResults) {
   }
 }
 
+// What a network is and how it is simulated are apart: changing T, K,
+// devices or balance keeps the modules (the same parameter storage) and
+// only changes where and in what blocks the same results are computed.
+TEST(NetworkConfig, ChangingTheSimulationDoesNotRebuildTheNetwork) {
+  SpikingNetwork net(small_config());
+  const auto before = net.named_parameters();
+  const torch::Tensor x = net.prepare_input(torch::rand({5, 784}));
+  const auto run = [&]() {
+    torch::NoGradGuard no_grad;
+    ModelPipeline p = net.make_pipeline();
+    return p.constant_forward(x, net.config().steps, false);
+  };
+  const torch::Tensor ref = run();
+  SimulationConfig s = net.config().simulation();
+  s.devices = {"cpu", "cpu", "cpu"};
+  s.steps_per_tick = 2;
+  net.set_simulation(s);
+  EXPECT_TRUE(torch::equal(run(), ref));
+  s.steps = 9;
+  s.balance = {1, 1, 1};
+  net.set_simulation(s);
+  EXPECT_EQ(run().size(0), 9);
+  const auto after = net.named_parameters();
+  ASSERT_EQ(before.size(), after.size());
+  for (size_t i = 0; i < before.size(); ++i) {
+    EXPECT_EQ(before[i].second.data_ptr(), after[i].second.data_ptr()) << before[i].first << " was built again";
+  }
+  EXPECT_EQ(net.config().network().layers, small_config().layers);
+  s.devices = {"cpu", "cpu", "cpu", "cpu"};  // more stages than layers: refused, the simulation unchanged
+  s.balance.clear();
+  EXPECT_THROW(net.set_simulation(s), Error);
+  EXPECT_EQ(net.config().devices.size(), 3u);
+}
+
 TEST(Simulation, PredictionsTakeTheMostSpikesAndTiesGoToTheLowestClass) {
   const ImageDataset data = load_image_dataset(kFixture);
   SpikingNetwork net(small_config());

@@ -20,15 +20,14 @@
 
 namespace snn {
 
-/// Everything that defines a network and how it is simulated.
-struct NetworkConfig {
+/// What a network is: its layers or graph, how its weights are
+/// initialised and how its input is encoded. Checkpoints store it and
+/// export writes it; a run may not change it without building another
+/// network (NetworkOverrides does, for --tau and friends).
+struct NetworkSpec {
   std::vector<int64_t> layers{784, 256, 10};  ///< sizes, input first; default 784-256-10
   NeuronParams neuron;                        ///< every neuron layer's dynamics; default LIF tau 2
   uint64_t seed = 0;                          ///< weight initialisation and encoder seed; default 0
-  int64_t steps = 8;                          ///< T, steps per sample; default 8
-  int64_t steps_per_tick = 0;                 ///< K; 0 = T (layer by layer); default 0
-  std::vector<std::string> devices{"cpu"};    ///< one per stage, e.g. {"cpu","cpu"} or {"cuda:0","cuda:1"}
-  std::vector<int64_t> balance;               ///< synapse+neuron layers per stage; empty = even split
   /// Encoder gain: a pixel of intensity x spikes with probability
   /// min(1, input_gain * x) per step; default 1.
   double input_gain = 1.0;
@@ -38,8 +37,39 @@ struct NetworkConfig {
   /// then each neuron layer's size in execution order) and `neuron` is
   /// unused: every neuron node has its own.
   std::shared_ptr<const graph::Graph> graph;
+  /// A chain's neuron layers by name (the nodes of the graph file or NIR
+  /// file it came from), which name its recordings' populations; empty
+  /// (default): hidden, hidden2, ..., output.
+  std::vector<std::string> layer_names;
 
   /// Throws snn::Error naming the first bad value.
+  void validate() const;
+};
+
+/// How a network is simulated: per run, never part of the network and
+/// never changing its results (the pipeline is bit-identical for every T
+/// split into blocks, partition and device). SpikingNetwork::set_simulation
+/// changes it without building the network again.
+struct SimulationConfig {
+  int64_t steps = 8;                          ///< T, steps per sample; default 8
+  int64_t steps_per_tick = 0;                 ///< K; 0 = T (layer by layer); default 0
+  std::vector<std::string> devices{"cpu"};    ///< one per stage, e.g. {"cpu","cpu"} or {"cuda:0","cuda:1"}
+  std::vector<int64_t> balance;               ///< synapse+neuron layers per stage; empty = even split
+
+  /// Throws snn::Error naming the first bad value, for a network of
+  /// `layer_count` neuron layers.
+  void validate(int64_t layer_count) const;
+};
+
+/// A network and how it is simulated, as checkpoints and run summaries
+/// store them (one flat JSON object, as before the split).
+struct NetworkConfig : NetworkSpec, SimulationConfig {
+  NetworkSpec& network() { return *this; }
+  const NetworkSpec& network() const { return *this; }
+  SimulationConfig& simulation() { return *this; }
+  const SimulationConfig& simulation() const { return *this; }
+
+  /// Both parts; throws snn::Error naming the first bad value.
   void validate() const;
   /// Parses "784-256-10"; throws snn::Error on anything else.
   static std::vector<int64_t> parse_layers(const std::string& text);
@@ -84,6 +114,11 @@ class SpikingNetwork {
   const std::vector<double>& measured_layer_seconds() const { return measured_seconds_; }
   /// Sets config().balance (validated) for later make_pipeline() calls.
   void set_balance(std::vector<int64_t> balance);
+  /// Changes how the network is simulated (T, K, devices, balance) for
+  /// later make_pipeline() calls, keeping its modules and weights: nothing
+  /// is built again. Throws snn::Error naming a bad value (a device count
+  /// above the layers, a balance cutting a cycle, ...).
+  void set_simulation(const SimulationConfig& simulation);
   /// Input images [B, ...] uint8 or float in [0, 1] -> [B, features] float32.
   torch::Tensor prepare_input(const torch::Tensor& images) const;
   /// The modules of a graph network (config().graph set); null for a chain.

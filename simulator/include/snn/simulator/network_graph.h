@@ -29,6 +29,7 @@ graph::Graph network_graph(const SpikingNetwork& network);
 struct ChainModel {
   std::vector<int64_t> layers;
   NeuronParams neuron;
+  std::vector<std::string> layer_names;  ///< the neuron nodes' names, in order
   std::vector<std::pair<std::string, torch::Tensor>> parameters;
 };
 /// Validates `graph` and reads it as a chain. Throws snn::Error naming the

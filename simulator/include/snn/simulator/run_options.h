@@ -30,6 +30,9 @@ struct NetworkOverrides {
   /// naming the override (e.g. tau of a plif network, which learned its own).
   void apply(NetworkConfig& config) const;
   bool empty() const;
+  /// Whether it changes what the network is (neurons, encoder gain or
+  /// seed), not only how it is simulated (T): then the network is built anew.
+  bool changes_network() const;
 };
 
 /// Where and how a network runs: pipeline stages, their devices, block size
@@ -45,6 +48,9 @@ struct Placement {
   /// Sets config's devices, balance and K and validates it; sets the
   /// intra-op threads (set_intra_op_threads) when threads > 0.
   void apply(NetworkConfig& config) const;
+  /// The same on a built network (SpikingNetwork::set_simulation): placing
+  /// a network never builds it again.
+  void apply(SpikingNetwork& network) const;
 };
 
 /// Sets LibTorch's intra-op thread count after checking it: at least 1 and
