@@ -24,9 +24,9 @@ imported into snnTorch. Runs in .venv-peers (scripts/setup.sh).
         fixed-order, the peers' are MKL's or oneDNN's); after such a tie the
         neuron is left out for the rest of the sample.
     peer_nir.py import-snntorch NIR_FILE RECORDING
-        imports snnsim's export with snntorch.import_from_nir and runs it on
-        the recorded input spikes: its output spikes must be snnsim's, but
-        where snnsim's potential lay within 1e-4 of the threshold.
+        imports snnsim's export with snntorch.import_from_nir and runs each
+        of its layers on the spikes snnsim recorded for the layer before, as
+        compare does: its spikes must be snnsim's but at ties.
 Nothing here calls snnsim; snnsim's recordings are read with h5py.
 """
 import json
@@ -215,8 +215,8 @@ def make(framework, arch, folder):
     index = [i for i, m in enumerate(net) if is_neuron(m)]
     assert len(names) == len(index), (names, index)
     names = sorted(names, key=lambda n: int(n.lstrip("_")))
-    layers = [{"node": n, "module": i, "neurons": int(np.prod(written.nodes[n].v_threshold.shape))}
-              for n, i in zip(names, index)]
+    layers = [{"node": n, "module": i, "shape": list(written.nodes[n].v_threshold.shape),
+               "neurons": int(np.prod(written.nodes[n].v_threshold.shape))} for n, i in zip(names, index)]
     torch.save(net.state_dict(), os.path.join(folder, "model.pt"))
     with open(os.path.join(folder, "layers.json"), "w") as f:
         json.dump(layers, f)
@@ -224,8 +224,9 @@ def make(framework, arch, folder):
           + ", ".join(f"{k} {type(v).__name__}" for k, v in written.nodes.items()))
 
 
-def compare_layer(name, ours, v_ours, theirs, v_theirs, threshold=1.0):
-    """ours/theirs [S, T, n] spikes; v_* the potentials after each step.
+def compare_layer(name, ours, v_ours, theirs, v_theirs, thr_ours=1.0, thr_theirs=1.0):
+    """ours/theirs [S, T, n] spikes; v_* the potentials after each step, each
+    side's against its own threshold (an importer may rescale potentials).
     Returns (compared neuron-steps, ties)."""
     S, T, n = ours.shape
     alive = np.ones((S, n), bool)  # neurons not yet past a tie in this sample
@@ -233,16 +234,16 @@ def compare_layer(name, ours, v_ours, theirs, v_theirs, threshold=1.0):
     for t in range(T):
         differ = (ours[:, t] != theirs[:, t]) & alive
         if differ.any():
-            # The side that did not fire kept its charge: it must lie at the threshold.
-            quiet_v = np.where(ours[:, t] > 0, v_theirs[:, t], v_ours[:, t])
-            near = np.abs(quiet_v - threshold) <= TIE * max(1.0, abs(threshold))
-            bad = differ & ~near
+            # The side that did not fire kept its charge: it must lie at its threshold.
+            margin = np.where(ours[:, t] > 0, (v_theirs[:, t] - thr_theirs) / thr_theirs,
+                              (v_ours[:, t] - thr_ours) / thr_ours)
+            bad = differ & ~(np.abs(margin) <= TIE)
             if bad.any():
                 s, k = (int(i[0]) for i in np.nonzero(bad))
                 raise AssertionError(f"{name}: sample {s}, step {t}, neuron {k}: snnsim "
                                      f"{'spiked' if ours[s, t, k] else 'did not spike'}, the peer "
                                      f"{'spiked' if theirs[s, t, k] else 'did not'}; the quiet side's potential "
-                                     f"{quiet_v[s, k]!r} is not at the threshold {threshold}")
+                                     f"is {margin[s, k]:+.3g} of its threshold away from it")
             ties += int(differ.sum())
         compared += int(alive.sum())
         alive &= ~differ
@@ -276,49 +277,45 @@ def compare(framework, arch, folder, recording):
             ties += k
             spikes += int(ours.sum())
             assert ours.sum() > 0, f"layer {layer['node']}: no spikes, nothing compared"
-            x = ours  # the next layer sees snnsim's spikes
+            x = ours.reshape([rec.S, rec.T] + layer["shape"])  # the next layer sees snnsim's spikes
     assert ties <= total // 1000, f"{ties} ties of {total}: too many to be rounding"
     print(f"{framework} {arch}: {total} neuron-steps ({spikes} spikes) equal to snnsim's; {ties} ties at the threshold")
 
 
 def import_snntorch(path, recording):
-    import snntorch as snn
     from snntorch.import_nir import import_from_nir
     g = nir.read(path)
     chain = dict(g.edges)
     at = next(k for k, v in g.nodes.items() if isinstance(v, nir.Input))
-    pops = []
+    layers = []  # (synapse, neuron) node names
     while not isinstance(g.nodes[chain[at]], nir.Output):
-        at = chain[at]
-        if isinstance(g.nodes[at], nir.LIF):
-            pops.append(at)
+        layers.append((chain[at], chain[chain[at]]))
+        at = chain[chain[at]]
     net = import_from_nir(g)
     rec = Recording(recording)
-    x = torch.from_numpy(rec.spikes("input", 784))
-    out_pop = pops[-1]
-    n = int(np.prod(g.nodes[out_pop].v_threshold.shape))
-    for m in net.modules():
-        if isinstance(m, snn.Leaky):
-            m.mem = torch.zeros(0)
-    spikes, state = [], None
+    names = {int(gr.attrs["layer"]): name for name, gr in rec.f["meta/populations"].items()}
+    x = rec.spikes("input", 784)
+    total = ties = spikes = 0
     with torch.no_grad():
-        for t in range(rec.T):
-            y, state = net(x[:, t], state)
-            spikes.append(y.numpy())
-    theirs = np.stack(spikes, 1).reshape(rec.S, rec.T, n)
-    ours = rec.spikes(out_pop, n)
-    v_ours = rec.potentials(out_pop, n)
-    # The hidden layer's ties spread to the output in the import (it runs the
-    # whole network): only the output's disagreements are counted, each where
-    # snnsim's own potential was at the threshold or after the first tie.
-    differ = ours != theirs
-    quiet = (ours == 0) & differ
-    thr = float(np.unique(g.nodes[out_pop].v_threshold)[0])
-    assert (np.abs(v_ours[quiet] - thr) <= TIE).sum() == quiet.sum() or differ.sum() <= ours.size // 500, \
-        f"{int(differ.sum())} of {ours.size} output spikes differ from snnsim's"
-    assert ours.sum() > 0, "no output spikes, nothing compared"
-    print(f"snntorch.import_from_nir of {os.path.basename(path)}: {ours.size} output neuron-steps "
-          f"({int(ours.sum())} spikes), {int(differ.sum())} differ from snnsim's")
+        for i, (syn, neu) in enumerate(layers):
+            mods = [net.get_submodule(syn), net.get_submodule(neu)]
+            n = int(np.prod(g.nodes[neu].v_threshold.shape))
+            s, v = st_segment(mods, torch.from_numpy(np.ascontiguousarray(np.swapaxes(x, 0, 1))))
+            theirs = np.swapaxes(s.numpy(), 0, 1)
+            v_theirs = np.swapaxes(v.double().numpy(), 0, 1)
+            pop = names[i + 1]
+            ours = rec.spikes(pop, n)
+            thr = float(np.unique(g.nodes[neu].v_threshold)[0])
+            c, k = compare_layer(f"snntorch import, layer {neu}", ours, rec.potentials(pop, n), theirs, v_theirs,
+                                 thr, float(mods[1].threshold.reshape(-1)[0]))
+            total += c
+            ties += k
+            spikes += int(ours.sum())
+            assert ours.sum() > 0, f"layer {neu}: no spikes, nothing compared"
+            x = ours
+    assert ties <= total // 1000, f"{ties} ties of {total}: too many to be rounding"
+    print(f"snntorch.import_from_nir of {os.path.basename(path)}: {total} neuron-steps ({spikes} spikes) equal to "
+          f"snnsim's; {ties} ties at the threshold")
 
 
 if __name__ == "__main__":
