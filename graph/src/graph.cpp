@@ -19,7 +19,8 @@ constexpr KindName kKinds[] = {
     {NodeKind::kInput, "Input"},         {NodeKind::kOutput, "Output"},       {NodeKind::kAffine, "Affine"},
     {NodeKind::kLinear, "Linear"},       {NodeKind::kConv2d, "Conv2d"},       {NodeKind::kSumPool2d, "SumPool2d"},
     {NodeKind::kAvgPool2d, "AvgPool2d"}, {NodeKind::kMaxPool2d, "MaxPool2d"}, {NodeKind::kFlatten, "Flatten"},
-    {NodeKind::kScale, "Scale"},         {NodeKind::kDelay, "Delay"},         {NodeKind::kLIF, "LIF"},
+    {NodeKind::kScale, "Scale"},         {NodeKind::kBatchNorm, "BatchNorm"}, {NodeKind::kDropout, "Dropout"},
+    {NodeKind::kDelay, "Delay"},         {NodeKind::kLIF, "LIF"},
     {NodeKind::kIF, "IF"},               {NodeKind::kPLIF, "PLIF"},           {NodeKind::kLI, "LI"},
     {NodeKind::kCubaLIF, "CubaLIF"},     {NodeKind::kCubaLI, "CubaLI"},       {NodeKind::kThreshold, "Threshold"},
 };
@@ -178,6 +179,27 @@ void check_values(const Node& n, const std::vector<int64_t>& shape) {
     } catch (const Error& e) {
       fail("node '" + n.name + "': " + e.what());
     }
+  }
+  if (n.kind == NodeKind::kBatchNorm) {
+    if (shape.empty()) fail("node '" + n.name + "' (BatchNorm) needs channels: its input is a scalar");
+    if (!(n.eps > 0) || !std::isfinite(n.eps)) fail("node '" + n.name + "': eps must be > 0, got " + std::to_string(n.eps));
+    if (!(n.momentum >= 0 && n.momentum <= 1)) {
+      fail("node '" + n.name + "': momentum must be in [0, 1], got " + std::to_string(n.momentum));
+    }
+    for (const auto* t : {&n.weight, &n.bias}) {
+      if (t->defined()) check_tensor_shape(n, t == &n.weight ? "weight" : "bias", *t, {shape[0]});
+    }
+    for (const auto& [key, t] : n.arrays) {
+      if (key != "running_mean" && key != "running_var") {
+        fail("node '" + n.name + "' (BatchNorm) has no array " + key + " (it has running_mean, running_var)");
+      }
+      check_tensor_shape(n, key.c_str(), t, {shape[0]});
+      if (!torch::isfinite(t).all().item<bool>()) fail("node '" + n.name + "': " + key + " holds NaN or infinity");
+      if (key == "running_var" && !(t >= 0).all().item<bool>()) fail("node '" + n.name + "': running_var holds a negative value");
+    }
+  }
+  if (n.kind == NodeKind::kDropout && !(n.p >= 0 && n.p < 1)) {
+    fail("node '" + n.name + "': a Dropout's p must be in [0, 1), got " + std::to_string(n.p));
   }
   if (n.kind == NodeKind::kPLIF) {
     for (const auto& [key, t] : n.arrays) {
@@ -517,6 +539,72 @@ GraphShapes Graph::validate() const {
     out.input[n.name] = out.output.at(n.name);
   }
   return out;
+}
+
+}  // namespace snn::graph
+
+namespace snn::graph {
+namespace {
+
+// Removes node `name`, giving its edges out to its sources: each edge
+// name -> t becomes s -> t for every source s of `name` (in place, in
+// order), so a target still sums the same values.
+void bypass(Graph& g, const std::string& name) {
+  const std::vector<std::string> sources = g.sources_of(name);
+  std::vector<Edge> edges;
+  for (const auto& e : g.edges) {
+    if (e.target == name) continue;
+    if (e.source == name) {
+      for (const auto& s : sources) edges.push_back({s, e.target});
+    } else {
+      edges.push_back(e);
+    }
+  }
+  g.edges = std::move(edges);
+  g.nodes.erase(std::remove_if(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.name == name; }),
+                g.nodes.end());
+}
+
+}  // namespace
+
+Graph fold_for_inference(const Graph& graph, std::vector<std::string>* unfolded) {
+  Graph g = graph;
+  std::vector<std::string> dropouts, norms;
+  for (const auto& n : g.nodes) {
+    if (n.kind == NodeKind::kDropout) dropouts.push_back(n.name);
+    if (n.kind == NodeKind::kBatchNorm) norms.push_back(n.name);
+  }
+  for (const auto& d : dropouts) bypass(g, d);
+  for (const auto& b : norms) {
+    const Node bn = g.node(b);
+    const auto sources = g.sources_of(b);
+    const bool foldable = sources.size() == 1 && g.targets_of(sources[0]).size() == 1 &&
+                          (g.node(sources[0]).kind == NodeKind::kAffine || g.node(sources[0]).kind == NodeKind::kLinear ||
+                           g.node(sources[0]).kind == NodeKind::kConv2d) &&
+                          g.node(sources[0]).weight.defined();
+    if (!foldable) {
+      if (unfolded) unfolded->push_back(b);
+      continue;
+    }
+    Node& syn = g.node(sources[0]);
+    const int64_t C = syn.weight.size(0);
+    const auto value = [&](const torch::Tensor& t, double fallback) {
+      return t.defined() ? t.to(torch::kDouble).reshape({C}) : torch::full({C}, fallback, torch::kDouble);
+    };
+    const auto array = [&](const char* key, double fallback) {
+      const auto it = bn.arrays.find(key);
+      return value(it == bn.arrays.end() ? torch::Tensor() : it->second, fallback);
+    };
+    const torch::Tensor scale = value(bn.weight, 1.0) / (array("running_var", 1.0) + bn.eps).sqrt();
+    const torch::Tensor shift = value(bn.bias, 0.0) - array("running_mean", 0.0) * scale;
+    std::vector<int64_t> per_out(static_cast<size_t>(syn.weight.dim()), 1);
+    per_out[0] = C;
+    syn.weight = (syn.weight.to(torch::kDouble) * scale.view(per_out)).to(torch::kFloat);
+    syn.bias = (value(syn.bias, 0.0) * scale + shift).to(torch::kFloat);
+    if (syn.kind == NodeKind::kLinear) syn.kind = NodeKind::kAffine;  // the shift needs a bias
+    bypass(g, b);
+  }
+  return g;
 }
 
 }  // namespace snn::graph

@@ -38,6 +38,10 @@ std::set<std::string> keys_of(NodeKind kind) {
       return {"start_dim", "end_dim"};
     case NodeKind::kScale:
       return {"scale"};
+    case NodeKind::kBatchNorm:
+      return {"eps", "momentum"};
+    case NodeKind::kDropout:
+      return {"p"};
     case NodeKind::kDelay:
       return {"delay", "size", "shape"};
     case NodeKind::kPLIF:
@@ -201,6 +205,9 @@ Node read_node(const json& j, const std::string& where, size_t index) {
   if (r.has("start_dim")) n.start_dim = r.integer("start_dim");
   if (r.has("end_dim")) n.end_dim = r.integer("end_dim");
   if (r.has("delay")) n.delay = r.integer("delay");
+  if (r.has("eps")) n.eps = r.number("eps");
+  if (r.has("momentum")) n.momentum = r.number("momentum");
+  if (r.has("p")) n.p = r.number("p");
   if ((n.kind == NodeKind::kSumPool2d || n.kind == NodeKind::kAvgPool2d || n.kind == NodeKind::kMaxPool2d) &&
       !r.has("stride")) {
     n.stride = n.kernel_size;  // PyTorch's default: windows side by side
@@ -317,6 +324,13 @@ std::string graph_to_json(const Graph& graph) {
           const torch::Tensor f = n.scale.detach().to(torch::kCPU, torch::kFloat).contiguous().reshape({-1});
           j["scale"] = std::vector<float>(f.data_ptr<float>(), f.data_ptr<float>() + f.numel());
         }
+        break;
+      case NodeKind::kBatchNorm:
+        j["eps"] = n.eps;
+        j["momentum"] = n.momentum;
+        break;
+      case NodeKind::kDropout:
+        j["p"] = n.p;
         break;
       case NodeKind::kDelay:
         j["delay"] = n.delay;

@@ -382,6 +382,9 @@ Node read_node(const Reader& r, hid_t g, const std::string& name, const std::str
     case NodeKind::kScale:
       n.scale = r.tensor(g, "scale", path, torch::kFloat);
       break;
+    case NodeKind::kBatchNorm:
+    case NodeKind::kDropout:
+      r.fail(path + " has type '" + type + "', which is no NIR node (snnsim folds or drops it on export)");
     case NodeKind::kDelay: {
       const Array a = r.array(g, "delay", path);
       n.shape = a.dims;
@@ -622,8 +625,19 @@ Graph read_nir(const std::string& path, std::optional<double> dt_arg) {
   return g;
 }
 
-void write_nir(const std::string& path, const Graph& graph, double dt) {
+void write_nir(const std::string& path, const Graph& trained, double dt) {
   if (!(dt > 0) || !std::isfinite(dt)) throw Error("NIR: dt must be a positive number of seconds, got " + std::to_string(dt));
+  // NIR has neither BatchNorm nor Dropout: the inference network is written.
+  std::vector<std::string> unfolded;
+  const Graph graph = fold_for_inference(trained, &unfolded);
+  if (!unfolded.empty()) {
+    const Node& bn = trained.node(unfolded.front());
+    const auto src = trained.sources_of(bn.name);
+    throw Error("cannot write NIR file '" + path + "': node '" + bn.name + "' (BatchNorm) follows " +
+                (src.size() == 1 ? "'" + src[0] + "' (" + to_string(trained.node(src[0]).kind) + ")" : "several nodes") +
+                ", not one Conv2d, Affine or Linear that it alone reads, so it cannot be folded into it and NIR has no "
+                "BatchNorm; export refused");
+  }
   const GraphShapes shapes = graph.validate();
   hdf5::QuietHdf5 quiet;
   const Writer w{"cannot write NIR file '" + path + "'"};

@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "grad_sums.h"
 #include "kernels.h"
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
@@ -291,6 +292,9 @@ void add_bias_grad(const torch::Tensor& g_packed, torch::Tensor& sum) {
   }
 }
 
+}  // namespace
+
+// Carried gradient sums (grad_sums.h), shared with BatchNorm.
 // Makes `sum` (double, shaped like param.grad() or its transpose) hold what
 // param.grad() holds: kept if the gradient is still the one written last
 // (the sum holds more bits), zero if there is none, else copied from it.
@@ -306,7 +310,7 @@ void sync_sum(torch::Tensor& sum, const torch::Tensor& param, const torch::Tenso
 
 // Writes the rounding of `sum` (double, param's shape or, if `transposed`,
 // its transpose) to g (contiguous, param's shape and dtype) in one pass.
-void write_rounded(const torch::Tensor& sum, torch::Tensor& g, bool transposed) {
+static void write_rounded(const torch::Tensor& sum, torch::Tensor& g, bool transposed) {
   if (!transposed) {
     g.copy_(sum);
     return;
@@ -347,6 +351,8 @@ void publish_sum(const torch::Tensor& sum, torch::Tensor& param, torch::Tensor& 
   written = g;
   version = g._version();
 }
+
+namespace {
 
 struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x2,

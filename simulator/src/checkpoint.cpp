@@ -151,6 +151,11 @@ void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t
     Handle group(H5Gcreate2(file, "parameters", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
     const auto named = net.named_parameters();
     for (const auto& [name, param] : named) write_tensor(group.get(), name, param, path);
+    const auto buffers = net.named_buffers();
+    if (!buffers.empty()) {
+      Handle bg(H5Gcreate2(file, "buffers", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      for (const auto& [name, buffer] : buffers) write_tensor(bg.get(), name, buffer, path);
+    }
     if (trainer != nullptr) {
       write_string_attribute(file, "training", training_json(trainer->options()));
       Handle opt(H5Gcreate2(file, "optimizer", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
@@ -226,6 +231,9 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
   for (const auto& [name, param] : named) {
     param.copy_(read_finite_tensor(file.get(), "parameters/" + name, param.sizes(), path));
   }
+  for (const auto& [name, buffer] : out.network->named_buffers()) {
+    buffer.copy_(read_finite_tensor(file.get(), "buffers/" + name, buffer.sizes(), path));
+  }
   if (H5Aexists(file.get(), "training") > 0) {
     out.has_training_state = true;
     out.training = training_from_json(read_string_attribute(file.get(), "training", path), path);
@@ -294,6 +302,9 @@ std::unique_ptr<SpikingNetwork> rebuild_network(const SpikingNetwork& from, cons
   // Overrides and placement never add or reshape parameters.
   if (src.size() != dst.size()) throw InternalError("rebuild_network: the rebuilt network has other parameters");
   for (size_t i = 0; i < dst.size(); ++i) dst[i].second.copy_(src[i].second);
+  const auto src_buffers = from.named_buffers();
+  const auto dst_buffers = out->named_buffers();
+  for (size_t i = 0; i < dst_buffers.size(); ++i) dst_buffers[i].second.copy_(src_buffers.at(i).second);
   return out;
 }
 
@@ -304,6 +315,7 @@ LoadedNetwork load_network(const std::string& path, const NetworkOverrides& over
   out.parameters_hash = parameters_hash(*ckpt.network);
   if (overrides.changes_network()) {
     out.network = rebuild_network(*ckpt.network, overrides, placement);
+    if (auto folded = inference_network(*out.network)) out.network = std::move(folded);
     return out;
   }
   // Only how it is simulated changes: the loaded network itself, placed.
@@ -315,6 +327,8 @@ LoadedNetwork load_network(const std::string& path, const NetworkOverrides& over
   }
   placement.apply(*ckpt.network);
   out.network = std::move(ckpt.network);
+  // A run simulates the inference network: BatchNorm folded, Dropout gone.
+  if (auto folded = inference_network(*out.network)) out.network = std::move(folded);
   return out;
 }
 
@@ -328,6 +342,12 @@ std::string parameters_hash(const SpikingNetwork& network) {
     add(name.data(), name.size() + 1);  // with the terminating zero: "a"+"bc" differs from "ab"+"c"
     for (const int64_t d : param.sizes()) add(&d, sizeof(d));
     const torch::Tensor t = param.detach().to(torch::kCPU, torch::kFloat).contiguous();
+    add(t.data_ptr<float>(), static_cast<size_t>(t.numel()) * sizeof(float));
+  }
+  // BatchNorm statistics decide the results too (none in networks without, whose hashes stay as they were).
+  for (const auto& [name, buffer] : network.named_buffers()) {
+    add(name.data(), name.size() + 1);
+    const torch::Tensor t = buffer.detach().to(torch::kCPU, torch::kFloat).contiguous();
     add(t.data_ptr<float>(), static_cast<size_t>(t.numel()) * sizeof(float));
   }
   char hex[17];

@@ -12,6 +12,8 @@
 
 #include "snn/core/error.h"
 #include "snn/core/temporal.h"
+#include "snn/encoders/encoders.h"
+#include "snn/neurons/batch_norm.h"
 #include "snn/neurons/general_neuron.h"
 #include "snn/simulator/neuron_sim.h"
 
@@ -67,6 +69,54 @@ class DelayLineImpl : public torch::nn::Module, public Temporal {
 };
 TORCH_MODULE(DelayLine);
 
+// Dropout while training (autograd recording): each element of a sample is
+// kept with probability 1 - p and scaled by 1 / (1 - p), the same mask at
+// every step of the sample (SpikingJelly's multi-step Dropout). The mask is
+// the Poisson encoder's counter-based draw keyed by (the node's seed, the
+// epoch in the step counter, the global sample index, the element), so it
+// does not depend on the batch, K, partition, threads or device, and a
+// resumed training draws what the uninterrupted one drew. Identity otherwise.
+class DropoutImpl : public torch::nn::Module, public Temporal {
+ public:
+  DropoutImpl(double p, uint64_t seed) : p_(p), seed_(seed) {}
+
+  torch::Tensor forward(const torch::Tensor& x) {
+    if (p_ == 0 || !torch::GradMode::is_enabled()) return x;
+    const int64_t B = x.size(1);
+    torch::Tensor samples = samples_;
+    if (!samples.defined() || samples.size(0) != B) samples = torch::arange(B, torch::kLong);
+    const torch::Tensor keep = torch::full({B, x.numel() / std::max<int64_t>(1, x.size(0) * B)}, 1.0 - p_,
+                                           x.options().dtype(torch::kFloat));
+    const torch::Tensor mask =
+        functional::poisson_encode(keep, samples, epoch_, 1, PoissonEncoderOptions().seed(seed_).spike_dtype(x.scalar_type()))[0];
+    std::vector<int64_t> shape = x.sizes().vec();
+    shape[0] = 1;
+    return x * (mask.reshape(shape) * (1.0 / (1.0 - p_)));
+  }
+  void set_time(int64_t first_step, const torch::Tensor& sample_index) override {
+    (void)first_step;
+    samples_ = sample_index;
+  }
+  void set_epoch(int64_t epoch) { epoch_ = epoch; }
+  void reset_state() override {}
+  std::vector<torch::Tensor> save_state() const override { return {}; }
+  void load_state(const std::vector<torch::Tensor>& state) override { (void)state; }
+
+ private:
+  double p_;
+  uint64_t seed_;
+  int64_t epoch_ = 0;
+  torch::Tensor samples_;
+};
+TORCH_MODULE(Dropout);
+
+// A seed of its own per node: the network's, mixed with the node's name (FNV-1a).
+uint64_t node_seed(uint64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  return h ^ (seed * 0x9E3779B97F4A7C15ull);
+}
+
 // A neuron node with general dynamics (graph.h: Node::arrays) as a
 // GeneralNeuron layer of its shape.
 NeuronModule general_neuron_layer(const Node& n, const std::vector<int64_t>& shape) {
@@ -110,6 +160,8 @@ struct GraphModel::Modules {
   std::map<std::string, NeuronModule> neuron;
   std::map<std::string, DelayLine> delay;
   std::map<std::string, torch::Tensor> scale;
+  std::map<std::string, BatchNorm> norm;
+  std::map<std::string, Dropout> dropout;
 };
 
 struct GraphModel::Unit {
@@ -187,6 +239,10 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
       return in * m.scale.at(n.name).to(in.device());
     case NodeKind::kDelay:
       return m.delay.at(n.name)->forward(in);
+    case NodeKind::kBatchNorm:
+      return m.norm.at(n.name)->forward(in);
+    case NodeKind::kDropout:
+      return m.dropout.at(n.name)->forward(in);
     default:
       if (graph::is_neuron(n.kind)) return m.neuron.at(n.name).module.forward(in);
       throw InternalError("node kind without execution: " + graph::to_string(n.kind));
@@ -210,6 +266,8 @@ class GraphStageImpl : public torch::nn::Module {
         if (m.linear.count(n->name)) register_module(key, m.linear.at(n->name).ptr());
         if (m.neuron.count(n->name)) register_module(key, m.neuron.at(n->name).module.ptr());
         if (m.delay.count(n->name)) register_module(key, m.delay.at(n->name).ptr());
+        if (m.norm.count(n->name)) register_module(key, m.norm.at(n->name).ptr());
+        if (m.dropout.count(n->name)) register_module(key, m.dropout.at(n->name).ptr());
       }
     }
   }
@@ -393,7 +451,7 @@ std::vector<std::string> graph_neuron_names(const Graph& graph) {
   return out;
 }
 
-GraphModel::GraphModel(const Graph& graph) : graph_(graph), shapes_(graph_.validate()) {
+GraphModel::GraphModel(const Graph& graph, uint64_t seed) : graph_(graph), shapes_(graph_.validate()) {
   auto modules = std::make_shared<Modules>();
   modules_ = modules;
   for (const auto& n : graph_.nodes) {
@@ -429,6 +487,19 @@ GraphModel::GraphModel(const Graph& graph) : graph_(graph), shapes_(graph_.valid
         break;
       case NodeKind::kDelay:
         modules->delay.emplace(n.name, DelayLine(n.delay, shapes_.output.at(n.name)));
+        break;
+      case NodeKind::kBatchNorm: {
+        BatchNorm bn(BatchNormOptions(shapes_.output.at(n.name)[0]).eps(n.eps).momentum(n.momentum));
+        torch::NoGradGuard no_grad;
+        if (n.weight.defined()) bn->weight.copy_(n.weight.reshape(bn->weight.sizes()));
+        if (n.bias.defined()) bn->bias.copy_(n.bias.reshape(bn->bias.sizes()));
+        if (n.arrays.count("running_mean")) bn->running_mean.copy_(n.arrays.at("running_mean").reshape(bn->running_mean.sizes()));
+        if (n.arrays.count("running_var")) bn->running_var.copy_(n.arrays.at("running_var").reshape(bn->running_var.sizes()));
+        modules->norm.emplace(n.name, bn);
+        break;
+      }
+      case NodeKind::kDropout:
+        modules->dropout.emplace(n.name, Dropout(n.p, node_seed(seed, n.name)));
         break;
       default: {
         if (!graph::is_neuron(n.kind)) fail("node '" + n.name + "' (" + graph::to_string(n.kind) + ") is not simulated yet");
@@ -492,9 +563,27 @@ std::vector<std::pair<std::string, torch::Tensor>> GraphModel::named_parameters(
           out.emplace_back(n->name + "." + p.key(), p.value());
         }
       }
+      if (m.norm.count(n->name)) {
+        for (const auto& p : m.norm.at(n->name)->named_parameters()) out.emplace_back(n->name + "." + p.key(), p.value());
+      }
     }
   }
   return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> GraphModel::named_buffers() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& u : units_) {
+    for (const Node* n : u->nodes) {
+      if (!modules_->norm.count(n->name)) continue;
+      for (const auto& b : modules_->norm.at(n->name)->named_buffers()) out.emplace_back(n->name + "." + b.key(), b.value());
+    }
+  }
+  return out;
+}
+
+void GraphModel::set_epoch(int64_t epoch) {
+  for (auto& [name, d] : modules_->dropout) d->set_epoch(epoch);
 }
 
 Graph GraphModel::graph_with_weights() const {
@@ -511,6 +600,13 @@ Graph GraphModel::graph_with_weights() const {
       n.weight = w;
       if (fc->bias.defined()) n.bias = fc->bias.detach().to(torch::kCPU).clone();
       n.features = 0;
+    }
+    if (m.norm.count(n.name)) {
+      const BatchNorm& bn = m.norm.at(n.name);
+      n.weight = bn->weight.detach().to(torch::kCPU).clone();
+      n.bias = bn->bias.detach().to(torch::kCPU).clone();
+      n.arrays["running_mean"] = bn->running_mean.detach().to(torch::kCPU, torch::kDouble);
+      n.arrays["running_var"] = bn->running_var.detach().to(torch::kCPU, torch::kDouble);
     }
     if (n.kind == NodeKind::kPLIF && m.neuron.count(n.name)) {
       for (const auto& p : m.neuron.at(n.name).module.ptr()->named_parameters()) {

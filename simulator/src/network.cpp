@@ -162,7 +162,7 @@ SpikingNetwork::SpikingNetwork(const NetworkConfig& config) : config_(config) {
   if (config_.graph) {
     // Weights the graph lacks depend only on the seed, as a chain's.
     torch::manual_seed(static_cast<uint64_t>(config_.seed));
-    graph_model_ = std::make_shared<GraphModel>(*config_.graph);
+    graph_model_ = std::make_shared<GraphModel>(*config_.graph, config_.seed);
     config_.layers = graph_model_->layer_sizes();
     config_.validate();
     if (!config_.balance.empty()) graph_model_->check_balance(config_.balance);
@@ -202,6 +202,14 @@ std::vector<std::pair<std::string, torch::Tensor>> SpikingNetwork::named_paramet
     }
   }
   return out;
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> SpikingNetwork::named_buffers() const {
+  return graph_model_ ? graph_model_->named_buffers() : std::vector<std::pair<std::string, torch::Tensor>>{};
+}
+
+void SpikingNetwork::set_training_epoch(int64_t epoch) {
+  if (graph_model_) graph_model_->set_epoch(epoch);
 }
 
 std::vector<torch::Tensor> SpikingNetwork::parameters() const {

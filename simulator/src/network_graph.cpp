@@ -1,5 +1,7 @@
 #include "snn/simulator/network_graph.h"
 
+#include <algorithm>
+
 #include "snn/core/error.h"
 #include "snn/graph/graph_text.h"
 #include "snn/graph/nir_file.h"
@@ -204,6 +206,21 @@ std::unique_ptr<SpikingNetwork> network_from_model(const std::string& path, Netw
     }
   }
   return net;
+}
+
+std::unique_ptr<SpikingNetwork> inference_network(const SpikingNetwork& network) {
+  if (!network.graph_model()) return nullptr;
+  const Graph& g = *network.config().graph;
+  const bool any = std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
+    return n.kind == NodeKind::kBatchNorm || n.kind == NodeKind::kDropout;
+  });
+  if (!any) return nullptr;
+  NetworkConfig c = network.config();
+  c.graph = std::make_shared<const Graph>(graph::fold_for_inference(network.graph_model()->graph_with_weights()));
+  c.balance.clear();  // the stages' layers are the same, but let the folded network split them
+  auto out = std::make_unique<SpikingNetwork>(c);
+  out->set_simulation(network.config().simulation());
+  return out;
 }
 
 }  // namespace snn

@@ -194,6 +194,7 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
   double loss_sum = 0;
   int64_t correct = 0;
   for (auto& group : adam_->param_groups()) group.options().set_lr(learning_rate(epoch));
+  net_.set_training_epoch(epoch);
   for (const torch::Tensor& idx : epoch_batches(n, options_.batch_size, true, options_.shuffle_seed, epoch)) {
     const torch::Tensor images = random_shift(data.images.index_select(0, idx), idx, options_.augment_shift,
                                               options_.shuffle_seed, epoch);

@@ -168,6 +168,48 @@ expect_error "neuron overrides on a graph network" "a graph network's neurons ar
 expect_error "--nir-dt for a TOML model" "--nir-dt applies to .nir files" \
   train "${common[@]}" --model "$rec_model" --nir-dt 0.001 --epochs 1
 
+# ---- BatchNorm and Dropout (examples/graphs/conv.toml) ----
+conv_model="$(dirname "${BASH_SOURCE[0]}")/../../examples/graphs/conv.toml"
+ctrain=(train "${common[@]}" --model "$conv_model" --limit 96 --T 3 --lr 0.01)
+"$snnsim" "${ctrain[@]}" --epochs 2 --checkpoint "$tmp/cfull.h5" >/dev/null 2>"$tmp/err" || fail "train conv: $(cat "$tmp/err")"
+"$snnsim" "${ctrain[@]}" --epochs 1 --checkpoint "$tmp/chalf.h5" >/dev/null 2>"$tmp/err" || fail "train conv: $(cat "$tmp/err")"
+"$snnsim" train --resume "$tmp/chalf.h5" --epochs 2 "${common[@]}" --devices cpu,cpu --steps-per-tick 2 \
+  --checkpoint "$tmp/cres.h5" >/dev/null 2>"$tmp/err" || fail "train --resume conv: $(cat "$tmp/err")"
+"$python" - "$tmp/cfull.h5" "$tmp/cres.h5" <<'PY' && ok || fail "a resumed BatchNorm/Dropout network differs from the uninterrupted one"
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:])
+assert sorted(a["buffers"]) == ["bn1.running_mean", "bn1.running_var", "bn2.running_mean", "bn2.running_var"], sorted(a["buffers"])
+assert "bn1.weight" in a["parameters"] and "bn2.bias" in a["parameters"], sorted(a["parameters"])
+assert np.abs(a["buffers"]["bn1.running_mean"][...]).sum() > 0, "the running statistics never moved"
+for g in ("parameters", "buffers"):
+    for k in a[g]:
+        assert np.array_equal(a[g][k][...], b[g][k][...]), (g, k)
+PY
+# run folds the BatchNorms into their convolutions, as export does: the same spikes.
+"$snnsim" run "${common[@]}" --checkpoint "$tmp/cfull.h5" --limit 40 --summary "$tmp/c1.json" >/dev/null 2>"$tmp/err" ||
+  fail "run conv: $(cat "$tmp/err")"
+"$snnsim" export "$tmp/cfull.h5" --nir "$tmp/conv.nir" >"$tmp/e.out" 2>&1 || fail "export conv: $(cat "$tmp/e.out")"
+# (h5py: its MaxPool2d nodes are snnsim's extension, which the nir package does not read.)
+"$python" -c "import h5py,sys; n = sorted(h5py.File(sys.argv[1])['node/nodes']); assert not [x for x in n if x.startswith(('bn', 'drop'))], n" \
+  "$tmp/conv.nir" && ok || fail "the NIR export keeps BatchNorm or Dropout nodes"
+"$snnsim" run "${common[@]}" --model "$tmp/conv.nir" --T 3 --limit 40 --summary "$tmp/c2.json" >/dev/null 2>"$tmp/err" ||
+  fail "run conv.nir: $(cat "$tmp/err")"
+"$python" - "$tmp/c1.json" "$tmp/c2.json" <<'PY' && ok || fail "the folded export runs otherwise than its checkpoint"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+for k in ("accuracy", "accuracy_by_step", "firing_rate"):
+    assert a[k] == b[k], (k, a[k], b[k])
+assert a["firing_rate"][0] > 0
+PY
+printf '%s\n' '[[nodes]]' 'name = "input"' 'kind = "Input"' 'shape = [1, 28, 28]' '[[nodes]]' 'name = "pool"' \
+  'kind = "AvgPool2d"' 'kernel_size = 4' '[[nodes]]' 'name = "bn"' 'kind = "BatchNorm"' '[[nodes]]' 'name = "flat"' \
+  'kind = "Flatten"' '[[nodes]]' 'name = "fc"' 'kind = "Affine"' 'features = 10' '[[nodes]]' 'name = "lif"' 'kind = "LIF"' \
+  '[[nodes]]' 'name = "output"' 'kind = "Output"' >"$tmp/poolbn.toml"
+"$snnsim" train "${common[@]}" --model "$tmp/poolbn.toml" --epochs 1 --limit 16 --T 2 --checkpoint "$tmp/poolbn.h5" \
+  >/dev/null 2>"$tmp/err" || fail "train pool-bn: $(cat "$tmp/err")"
+expect_error "export of a BatchNorm it cannot fold" "node 'bn' (BatchNorm) follows 'pool' (AvgPool2d)" \
+  export "$tmp/poolbn.h5" --nir "$tmp/poolbn.nir"
+
 # ---- bad NIR files ----
 "$python" "$check" bad "$tmp" || fail "writing the bad files failed"
 bad_run=(run "${common[@]}" --limit 5)

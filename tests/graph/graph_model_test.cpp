@@ -425,3 +425,205 @@ TEST(GraphModel, ABalanceThatCutsACycleIsRefused) {
 }
 
 }  // namespace
+
+namespace {
+
+// input [1, 8, 8] -> conv [4, 6, 6] -> bn -> lif0 -> pool [4, 3, 3] -> flat -> drop -> fc [6] -> lif1 -> output
+const char* kNormDrop = R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [1, 8, 8]
+[[nodes]]
+name = "conv"
+kind = "Conv2d"
+features = 4
+kernel_size = 3
+[[nodes]]
+name = "bn"
+kind = "BatchNorm"
+momentum = 0.2
+[[nodes]]
+name = "lif0"
+kind = "LIF"
+v_threshold = 0.5
+[[nodes]]
+name = "pool"
+kind = "SumPool2d"
+kernel_size = 2
+[[nodes]]
+name = "flat"
+kind = "Flatten"
+[[nodes]]
+name = "drop"
+kind = "Dropout"
+p = 0.3
+[[nodes]]
+name = "fc"
+kind = "Affine"
+features = 6
+[[nodes]]
+name = "lif1"
+kind = "LIF"
+v_threshold = 0.3
+[[nodes]]
+name = "output"
+kind = "Output"
+)";
+
+// One training forward and backward; the outputs, gradients and BatchNorm statistics.
+std::vector<torch::Tensor> train_step(const Graph& g, const torch::Tensor& x, std::vector<std::string> devices, int64_t K,
+                                      int64_t epoch = 0) {
+  NetworkConfig c = graph_config(g, 5);
+  c.devices = std::move(devices);
+  c.steps_per_tick = K;
+  SpikingNetwork net(c);
+  net.set_training_epoch(epoch);
+  ModelPipeline pipe = net.make_pipeline();
+  torch::manual_seed(8);
+  const torch::Tensor probe = torch::randn({5, x.size(0), 6});
+  const torch::Tensor y = pipe.constant_forward(net.prepare_input(x), 5, false, torch::arange(x.size(0), torch::kLong));
+  (y * probe).sum().backward();
+  std::vector<torch::Tensor> out{y.detach()};
+  for (const auto& [name, t] : net.named_parameters()) out.push_back(t.grad().clone());
+  for (const auto& [name, t] : net.named_buffers()) out.push_back(t.clone());
+  return out;
+}
+
+}  // namespace
+
+TEST(GraphModel, BatchNormAndDropoutTrainTheSameForEveryPartitionAndK) {
+  const Graph g = graph::parse_graph_text(kNormDrop, "test");
+  const torch::Tensor x = images(6, 64);
+  const auto a = train_step(g, x, {"cpu"}, 0), b = train_step(g, x, {"cpu", "cpu"}, 2), c = train_step(g, x, {"cpu"}, 1);
+  ASSERT_EQ(a.size(), 1u + 6 + 2);  // output; conv, bn, fc weight and bias; bn's running mean and variance
+  EXPECT_GT(a[0].sum().item<double>(), 0);
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i], b[i])) << "item " << i;
+    EXPECT_TRUE(torch::equal(a[i], c[i])) << "item " << i;
+    if (i > 0 && i < 7) EXPECT_GT(a[i].abs().sum().item<double>(), 0) << "gradient " << i;
+  }
+  // The statistics moved from their start (0 and 1).
+  EXPECT_GT(a[7].abs().sum().item<double>(), 0);
+  // Another epoch draws other dropout masks.
+  EXPECT_FALSE(torch::equal(a[0], train_step(g, x, {"cpu"}, 0, 1)[0]));
+}
+
+TEST(GraphModel, DropoutMasksDependOnTheSampleAndEpochNotTheBatch) {
+  const Graph g = graph::parse_graph_text(R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [30]
+[[nodes]]
+name = "drop"
+kind = "Dropout"
+p = 0.4
+[[nodes]]
+name = "li"
+kind = "LI"
+tau = 1.0
+[[nodes]]
+name = "output"
+kind = "Output"
+)",
+                                          "test");
+  // An LI of tau 1 passes its input through: the output is the dropped-out input spikes.
+  NetworkConfig c = graph_config(g, 3);
+  SpikingNetwork net(c);
+  const torch::Tensor x = torch::full({40, 30}, 1.0);  // every input spikes at every step
+  const auto forward = [&](const torch::Tensor& imgs, int64_t first, bool grad) {
+    torch::AutoGradMode mode(grad);
+    ModelPipeline p = net.make_pipeline();
+    return p.constant_forward(net.prepare_input(imgs), 3, false,
+                              torch::arange(first, first + imgs.size(0), torch::kLong));
+  };
+  const torch::Tensor all = forward(x, 0, true);
+  // The same mask at every step; kept elements scaled by 1 / (1 - p).
+  EXPECT_TRUE(torch::equal(all[0], all[2]));
+  const double kept = all.ne(0).to(torch::kDouble).mean().item<double>();
+  EXPECT_NEAR(kept, 0.6, 0.05);
+  EXPECT_TRUE(torch::allclose(all.masked_select(all.ne(0)), torch::full({1}, 1.0 / 0.6)));
+  for (int64_t b : {0, 17, 39}) {
+    EXPECT_TRUE(torch::equal(forward(x.narrow(0, b, 1), b, true), all.narrow(1, b, 1))) << "sample " << b;
+  }
+  net.set_training_epoch(1);
+  EXPECT_FALSE(torch::equal(forward(x, 0, true), all));
+  // Inference: no dropout.
+  EXPECT_TRUE(torch::equal(forward(x, 0, false), torch::ones_like(all)));
+}
+
+TEST(GraphModel, FoldedBatchNormGivesTheUnfoldedInferenceToRounding) {
+  Graph g = graph::parse_graph_text(R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [1, 6, 6]
+[[nodes]]
+name = "conv"
+kind = "Conv2d"
+features = 3
+kernel_size = 3
+padding = 1
+[[nodes]]
+name = "bn"
+kind = "BatchNorm"
+[[nodes]]
+name = "drop"
+kind = "Dropout"
+p = 0.5
+[[nodes]]
+name = "li"
+kind = "LI"
+tau = 1.0
+[[nodes]]
+name = "output"
+kind = "Output"
+)",
+                                    "test");
+  torch::manual_seed(4);
+  g.node("conv").weight = torch::randn({3, 1, 3, 3});
+  g.node("conv").bias = torch::randn({3});
+  g.node("bn").weight = torch::tensor({0.5f, 2.0f, -1.0f});
+  g.node("bn").bias = torch::tensor({0.1f, -0.2f, 0.3f});
+  g.node("bn").arrays["running_mean"] = torch::tensor({0.2, -0.5, 1.0}, torch::kDouble);
+  g.node("bn").arrays["running_var"] = torch::tensor({0.5, 2.0, 0.1}, torch::kDouble);
+  std::vector<std::string> unfolded;
+  const Graph folded = graph::fold_for_inference(g, &unfolded);
+  EXPECT_TRUE(unfolded.empty());
+  EXPECT_FALSE(folded.has_node("bn"));
+  EXPECT_FALSE(folded.has_node("drop"));
+  const auto potentials = [&](const Graph& graph) {
+    SpikingNetwork net(graph_config(graph, 2));
+    torch::NoGradGuard no_grad;
+    ModelPipeline p = net.make_pipeline();
+    return p.constant_forward(net.prepare_input(images(4, 36)), 2, false);
+  };
+  const torch::Tensor a = potentials(g), b = potentials(folded);
+  EXPECT_TRUE(torch::allclose(a, b, 1e-5, 1e-5)) << (a - b).abs().max().item<double>();
+  EXPECT_GT(a.abs().sum().item<double>(), 0);
+  // A BatchNorm after a pool cannot be folded: it stays, and export refuses it.
+  Graph pooled = graph::parse_graph_text(R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [1, 6, 6]
+[[nodes]]
+name = "pool"
+kind = "AvgPool2d"
+kernel_size = 2
+[[nodes]]
+name = "bn"
+kind = "BatchNorm"
+[[nodes]]
+name = "li"
+kind = "LI"
+[[nodes]]
+name = "output"
+kind = "Output"
+)",
+                                         "test");
+  unfolded.clear();
+  EXPECT_TRUE(graph::fold_for_inference(pooled, &unfolded).has_node("bn"));
+  EXPECT_EQ(unfolded, std::vector<std::string>{"bn"});
+}

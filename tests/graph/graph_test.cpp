@@ -222,6 +222,33 @@ TEST(GraphText, GeneralNeuronParametersAndTheirProblems) {
   EXPECT_EQ(problem(refr), "");
 }
 
+TEST(GraphText, BatchNormAndDropoutKeysAndTheirProblems) {
+  const auto net = [](const std::string& extra) {
+    return "[[nodes]]\nname = \"in\"\nkind = \"Input\"\nshape = [2, 4, 4]\n[[nodes]]\nname = \"conv\"\nkind = "
+           "\"Conv2d\"\nfeatures = 3\nkernel_size = 3\n[[nodes]]\nname = \"bn\"\nkind = \"BatchNorm\"\n" +
+           extra + "\n[[nodes]]\nname = \"d\"\nkind = \"Dropout\"\np = 0.25\n[[nodes]]\nname = \"n\"\nkind = "
+           "\"LIF\"\n[[nodes]]\nname = \"out\"\nkind = \"Output\"\n";
+  };
+  const Graph g = parse_graph_text(net("eps = 1e-3\nmomentum = 0.05"), "x");
+  EXPECT_EQ(g.node("bn").eps, 1e-3);
+  EXPECT_EQ(g.node("bn").momentum, 0.05);
+  EXPECT_EQ(g.node("d").p, 0.25);
+  EXPECT_EQ(problem(g), "");
+  EXPECT_EQ(graph_to_json(parse_graph_text(graph_to_json(g), "json")), graph_to_json(g));
+  EXPECT_NE(problem(parse_graph_text(net("momentum = 2"), "x")).find("node 'bn': momentum must be in [0, 1], got 2"),
+            std::string::npos);
+  Graph drop = g;
+  drop.node("d").p = 1.0;
+  EXPECT_NE(problem(drop).find("node 'd': a Dropout's p must be in [0, 1), got 1"), std::string::npos) << problem(drop);
+  Graph stats = g;
+  stats.node("bn").arrays["running_var"] = torch::tensor({1.0, -1.0, 1.0}, torch::kDouble);
+  EXPECT_NE(problem(stats).find("node 'bn': running_var holds a negative value"), std::string::npos) << problem(stats);
+  stats.node("bn").arrays["running_var"] = torch::ones({2}, torch::kDouble);
+  EXPECT_NE(problem(stats).find("node 'bn': running_var has shape [2] but [3] is needed"), std::string::npos)
+      << problem(stats);
+  EXPECT_NE(parse_problem(net("p = 0.5")).find("a BatchNorm node has no key 'p'"), std::string::npos);
+}
+
 TEST(GraphValidate, DelayedRecurrenceAndSkipsAreValid) {
   // input -> fc0 -> lif0 -> fc1 -> lif1 -> output, lif0 -> delay -> rec -> lif0,
   // and a skip input -> skip -> lif1.

@@ -36,6 +36,8 @@ enum class NodeKind {
   kMaxPool2d,  ///< max over kernel windows (snnsim extension)
   kFlatten,    ///< merges dims start_dim..end_dim of the per-sample shape
   kScale,      ///< x * scale, element-wise
+  kBatchNorm,  ///< batch normalisation per channel (training; folded into its synapse for inference and export)
+  kDropout,    ///< zeroes each element with probability p while training (counter-based masks)
   kDelay,      ///< x from `delay` steps ago (0 before the first steps)
   kLIF,        ///< leaky integrate-and-fire (SpikingJelly's LIFNode)
   kIF,         ///< integrate-and-fire (IFNode)
@@ -80,6 +82,13 @@ struct Node {
   int64_t start_dim = 0, end_dim = -1;
   torch::Tensor scale;  ///< Scale: float32 factors of `shape`
   int64_t delay = 1;    ///< Delay: steps, >= 1
+  /// BatchNorm (snnsim's; NIR has none): weight and bias hold its per-channel
+  /// scale and shift (undefined: 1 and 0), arrays "running_mean" and
+  /// "running_var" its statistics (undefined: 0 and 1); channels are dim 0 of
+  /// its per-sample shape.
+  double eps = 1e-5;
+  double momentum = 0.1;
+  double p = 0.5;  ///< Dropout: the probability of zeroing an element, in [0, 1)
   /// Neuron nodes: the options every kind keeps (surrogate, detach_reset,
   /// refractory; v_reset nullopt = soft reset) and, for LIF, IF and PLIF
   /// without `arrays`, SpikingJelly's dynamics in steps (tau, v_threshold,
@@ -152,6 +161,12 @@ std::map<std::string, torch::Tensor> general_dynamics(const Node& n);
 /// The default of a general parameter in a graph file (tau 2, tau_syn 2,
 /// tau_mem 2, r 1, v_leak 0, v_threshold 1, v_reset 0, w_in 1, threshold 1).
 double dynamics_default(const std::string& key);
+
+/// The graph for inference: each BatchNorm folded into the synapse that
+/// feeds it alone (weights and bias scaled and shifted in double, rounded
+/// once), Dropout nodes removed. A BatchNorm that follows anything else
+/// stays; its name is added to `unfolded` when given.
+Graph fold_for_inference(const Graph& graph, std::vector<std::string>* unfolded = nullptr);
 
 /// "[1, 28, 28]".
 std::string shape_str(const std::vector<int64_t>& shape);

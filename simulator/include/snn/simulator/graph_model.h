@@ -40,16 +40,22 @@ class GraphModel {
   /// naming a node snnsim cannot run yet (LI, CubaLIF, CubaLI, Threshold,
   /// per-neuron arrays, grouped convolution) or an Output that is not fed by
   /// the last neuron layer.
-  explicit GraphModel(const graph::Graph& graph);
+  /// `seed`: the network's, from which each Dropout node draws its masks.
+  explicit GraphModel(const graph::Graph& graph, uint64_t seed = 0);
   GraphModel(const GraphModel&) = delete;  // the units point into graph_
   GraphModel& operator=(const GraphModel&) = delete;
 
   /// The graph with the current weights (for export and checkpoints).
   graph::Graph graph_with_weights() const;
   const graph::GraphShapes& shapes() const { return shapes_; }
-  /// Parameters as "<node>.weight", "<node>.bias", "<node>.w" (PLIF), in
-  /// execution order.
+  /// Parameters as "<node>.weight", "<node>.bias" (synapses, BatchNorm),
+  /// "<node>.w" (PLIF), in execution order.
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
+  /// State that is not trained but saved: "<node>.running_mean" and
+  /// "<node>.running_var" of each BatchNorm, in execution order.
+  std::vector<std::pair<std::string, torch::Tensor>> named_buffers() const;
+  /// The training epoch, which keys the Dropout nodes' masks.
+  void set_epoch(int64_t epoch);
   /// The neuron layers in execution order, their node names, and the sizes
   /// of the input and of each neuron layer (NetworkConfig::layers).
   const std::vector<std::shared_ptr<NeuronLayer>>& neuron_layers() const { return neurons_; }

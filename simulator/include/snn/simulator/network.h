@@ -90,6 +90,12 @@ class SpikingNetwork {
   /// (encoder, fc0, lif0, fc1, lif1, ...): "fc0.weight", "fc0.bias", ...
   std::vector<std::pair<std::string, torch::Tensor>> named_parameters() const;
   std::vector<torch::Tensor> parameters() const;
+  /// State saved with the parameters but not trained: a graph's BatchNorm
+  /// running statistics ("<node>.running_mean", ...); empty for a chain.
+  std::vector<std::pair<std::string, torch::Tensor>> named_buffers() const;
+  /// The training epoch (0-based), which keys a graph's Dropout masks; the
+  /// trainer sets it before each epoch.
+  void set_training_epoch(int64_t epoch);
   /// A pipeline over config.devices with config.balance (built anew; the
   /// modules are shared, so training through it updates this network).
   ModelPipeline make_pipeline() const;

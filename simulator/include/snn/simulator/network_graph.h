@@ -50,4 +50,10 @@ graph::Graph read_model_file(const std::string& path, std::optional<double> nir_
 std::unique_ptr<SpikingNetwork> network_from_model(const std::string& path, NetworkConfig base = {},
                                                    std::optional<double> nir_dt = std::nullopt);
 
+/// The network as inference runs it (`snnsim run`): a graph network with
+/// BatchNorm or Dropout nodes built again from graph::fold_for_inference of
+/// its graph and weights, its simulation kept; nullptr when there is
+/// nothing to fold. Its spikes are those of its NIR export.
+std::unique_ptr<SpikingNetwork> inference_network(const SpikingNetwork& network);
+
 }  // namespace snn

@@ -1,0 +1,122 @@
+// snn::BatchNorm (batch_norm.h): per-step batch statistics while training,
+// against LibTorch's batch_norm step by step; running statistics; gradients
+// against autograd; results and gradients independent of the block size K.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "snn/core/error.h"
+#include "snn/neurons/batch_norm.h"
+
+namespace snn {
+namespace {
+
+BatchNorm make(int64_t C) {
+  BatchNorm bn(BatchNormOptions(C).eps(1e-4).momentum(0.2));
+  torch::NoGradGuard no_grad;
+  bn->weight.copy_(torch::linspace(0.5, 1.5, C));
+  bn->bias.copy_(torch::linspace(-0.2, 0.3, C));
+  return bn;
+}
+
+TEST(BatchNorm, TrainingNormalisesEachStepByItsOwnBatch) {
+  torch::manual_seed(1);
+  const torch::Tensor x = torch::randn({4, 6, 3, 5, 5}) * 2 + 0.5;  // [K, B, C, H, W]
+  BatchNorm bn = make(3);
+  const torch::Tensor y = bn->forward(x.requires_grad_());
+  torch::Tensor rm = torch::zeros({3}, torch::kDouble), rv = torch::ones({3}, torch::kDouble);
+  for (int64_t k = 0; k < 4; ++k) {
+    const torch::Tensor want = torch::batch_norm(x[k].detach().to(torch::kDouble), bn->weight.detach().to(torch::kDouble),
+                                                 bn->bias.detach().to(torch::kDouble), {}, {}, true, 0.0, 1e-4, false);
+    EXPECT_TRUE(torch::allclose(y[k].to(torch::kDouble), want, 1e-6, 1e-6)) << "step " << k;
+    const torch::Tensor xd = x[k].detach().to(torch::kDouble).transpose(0, 1).reshape({3, -1});
+    rm = rm * 0.8 + xd.mean(1) * 0.2;
+    rv = rv * 0.8 + xd.var(1, /*unbiased=*/true) * 0.2;
+  }
+  EXPECT_TRUE(torch::allclose(bn->running_mean.to(torch::kDouble), rm, 1e-6, 1e-7));
+  EXPECT_TRUE(torch::allclose(bn->running_var.to(torch::kDouble), rv, 1e-6, 1e-7));
+}
+
+TEST(BatchNorm, InferenceAppliesTheRunningStatistics) {
+  BatchNorm bn = make(2);
+  {
+    torch::NoGradGuard no_grad;
+    bn->running_mean.copy_(torch::tensor({0.5f, -1.0f}));
+    bn->running_var.copy_(torch::tensor({4.0f, 0.25f}));
+  }
+  torch::NoGradGuard no_grad;
+  const torch::Tensor x = torch::tensor({1.0f, 2.0f}).view({1, 1, 2});
+  const torch::Tensor y = bn->forward(x);
+  EXPECT_NEAR(y[0][0][0].item<double>(), (1.0 - 0.5) / std::sqrt(4.0 + 1e-4) * 0.5 - 0.2, 1e-6);
+  EXPECT_NEAR(y[0][0][1].item<double>(), (2.0 + 1.0) / std::sqrt(0.25 + 1e-4) * 1.5 + 0.3, 1e-5);
+  EXPECT_EQ(bn->running_mean[0].item<float>(), 0.5f);  // inference leaves the statistics alone
+}
+
+TEST(BatchNorm, GradientsEqualAutogradOfLibTorchsBatchNorm) {
+  torch::manual_seed(2);
+  const torch::Tensor x0 = torch::randn({3, 5, 4, 3}, torch::kDouble);
+  const torch::Tensor probe = torch::randn({3, 5, 4, 3}, torch::kDouble);
+  BatchNorm bn(BatchNormOptions(4));
+  bn->to(torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    bn->weight.copy_(torch::linspace(0.5, 1.5, 4, torch::kDouble));
+  }
+  const torch::Tensor x = x0.clone().requires_grad_();
+  (bn->forward(x) * probe).sum().backward();
+  const torch::Tensor w = bn->weight.detach().clone().requires_grad_(), b = bn->bias.detach().clone().requires_grad_();
+  const torch::Tensor xr = x0.clone().requires_grad_();
+  torch::Tensor loss = torch::zeros({}, torch::kDouble);
+  for (int64_t k = 0; k < 3; ++k) {
+    loss = loss + (torch::batch_norm(xr[k], w, b, {}, {}, true, 0.0, 1e-5, false) * probe[k]).sum();
+  }
+  loss.backward();
+  EXPECT_TRUE(torch::allclose(x.grad(), xr.grad(), 1e-9, 1e-10));
+  EXPECT_TRUE(torch::allclose(bn->weight.grad(), w.grad(), 1e-9, 1e-10));
+  EXPECT_TRUE(torch::allclose(bn->bias.grad(), b.grad(), 1e-9, 1e-10));
+}
+
+// Blocks of K steps (each its own forward and backward, backward in reverse
+// block order as backpropagation through time runs them) give the outputs,
+// running statistics and gradients of one block of all steps, bit for bit.
+TEST(BatchNorm, BlocksOfAnySizeGiveTheSameResultsAndGradients) {
+  torch::manual_seed(3);
+  const torch::Tensor x = torch::randn({6, 7, 3, 4, 4});
+  const torch::Tensor probe = torch::randn({6, 7, 3, 4, 4});
+  const auto run = [&](int64_t K) {
+    BatchNorm bn = make(3);
+    std::vector<torch::Tensor> xs, ys;
+    for (int64_t t = 0; t < 6; t += K) {
+      xs.push_back(x.narrow(0, t, K).clone().requires_grad_());
+      ys.push_back(bn->forward(xs.back()));
+    }
+    for (int64_t i = static_cast<int64_t>(ys.size()) - 1; i >= 0; --i) {
+      (ys[i] * probe.narrow(0, i * K, K)).sum().backward();
+    }
+    std::vector<torch::Tensor> gx;
+    for (auto& xi : xs) gx.push_back(xi.grad());
+    return std::vector<torch::Tensor>{torch::cat(ys).detach(), torch::cat(gx), bn->weight.grad().clone(),
+                                      bn->bias.grad().clone(), bn->running_mean.clone(), bn->running_var.clone()};
+  };
+  const auto all = run(6);
+  for (int64_t K : {1, 2, 3}) {
+    const auto blocks = run(K);
+    for (size_t i = 0; i < all.size(); ++i) EXPECT_TRUE(torch::equal(all[i], blocks[i])) << "K " << K << ", item " << i;
+  }
+}
+
+TEST(BatchNorm, BadOptionsAndShapesAreClearErrors) {
+  EXPECT_THROW(BatchNorm(BatchNormOptions(0)), Error);
+  EXPECT_THROW(BatchNorm(BatchNormOptions(3).eps(0)), Error);
+  EXPECT_THROW(BatchNorm(BatchNormOptions(3).momentum(1.5)), Error);
+  BatchNorm bn(BatchNormOptions(3));
+  try {
+    bn->forward(torch::zeros({2, 4, 5}));
+    FAIL() << "a [2, 4, 5] input to 3 channels was taken";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("BatchNorm of 3 channels takes [K, B, 3, ...], got [2, 4, 5]"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace snn
