@@ -41,8 +41,9 @@ Run add_export_command(CLI::App& app) {
       throw Error("'" + f->nir + "' exists; pass --overwrite to replace it");
     }
     const LoadedCheckpoint loaded = load_checkpoint(f->input);
-    const graph::Graph g = network_graph(*loaded.network);
-    graph::write_nir(f->nir, g, f->dt);
+    const graph::Graph trained = network_graph(*loaded.network);
+    graph::write_nir(f->nir, trained, f->dt);
+    const graph::Graph g = graph::fold_for_inference(trained);  // what was written
     std::string layers;
     for (const int64_t n : loaded.network->config().layers) layers += (layers.empty() ? "" : "-") + std::to_string(n);
     std::cout << "exported " << layers << " (" << g.nodes.size() << " nodes, " << g.edges.size() << " edges, dt "
