@@ -4,6 +4,7 @@
 // hand-written step loop; convolution equals LibTorch's conv2d (to rounding)
 // and does not depend on the batch.
 
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -626,4 +627,80 @@ kind = "Output"
   unfolded.clear();
   EXPECT_TRUE(graph::fold_for_inference(pooled, &unfolded).has_node("bn"));
   EXPECT_EQ(unfolded, std::vector<std::string>{"bn"});
+}
+
+// Thread count: every graph kind (recurrence and skips, convolution and
+// pooling, the general neurons) gives the same spikes and gradients on 1 and
+// 2 intra-op threads.
+TEST(GraphModel, OneAndTwoThreadsGiveTheSameSpikesAndGradients) {
+  const Graph conv = graph::parse_graph_text(R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [1, 12, 12]
+[[nodes]]
+name = "conv"
+kind = "Conv2d"
+features = 6
+kernel_size = 3
+[[nodes]]
+name = "lif0"
+kind = "LIF"
+v_threshold = 0.3
+[[nodes]]
+name = "pool"
+kind = "MaxPool2d"
+kernel_size = 2
+[[nodes]]
+name = "flat"
+kind = "Flatten"
+[[nodes]]
+name = "fc"
+kind = "Affine"
+features = 5
+[[nodes]]
+name = "lif1"
+kind = "LIF"
+v_threshold = 0.2
+[[nodes]]
+name = "output"
+kind = "Output"
+)",
+                                             "conv");
+  for (const Graph& g : {graph::parse_graph_text(kRecurrentSkip, "rec"), conv,
+                         graph::parse_graph_text(kGeneralKinds, "general")}) {
+    const int64_t in = graph::shape_str(g.validate().output.at("input")) == "[12]" ? 12 : 144;
+    const torch::Tensor x = images(7, in);
+    const auto run_on = [&](int threads) {
+      const int saved = at::get_num_threads();
+      at::set_num_threads(threads);
+      SpikingNetwork net(graph_config(g, 5));
+      ModelPipeline pipe = net.make_pipeline();
+      const torch::Tensor y = pipe.constant_forward(net.prepare_input(x), 5, false);
+      y.sum().backward();
+      std::vector<torch::Tensor> out{y.detach()};
+      for (const auto& [name, t] : net.named_parameters()) out.push_back(t.grad().clone());
+      at::set_num_threads(saved);
+      return out;
+    };
+    const auto one = run_on(1), two = run_on(2);
+    ASSERT_EQ(one.size(), two.size());
+    EXPECT_GT(one[0].abs().sum().item<double>(), 0);
+    for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], two[i])) << "item " << i;
+  }
+}
+
+// A graph on a GPU (recurrence, a skip, the general kinds) equals the CPU.
+TEST(GraphModel_CUDA, GraphsOnAGpuGiveTheCpuSpikes) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device present";
+  for (const char* text : {kRecurrentSkip, kGeneralKinds}) {
+    const Graph g = graph::parse_graph_text(text, "test");
+    SpikingNetwork net(graph_config(g, 6));
+    const torch::Tensor x = images(5, 12);
+    const torch::Tensor cpu = run(net, x, {"cpu"}, 0);
+    const torch::Tensor gpu = run(net, x, {"cuda:0"}, 0).cpu();
+    const torch::Tensor mixed = run(net, x, {"cpu", "cuda:0"}, 2).cpu();
+    EXPECT_TRUE(torch::equal(cpu, gpu));
+    EXPECT_TRUE(torch::equal(cpu, mixed));
+  }
 }
