@@ -309,18 +309,8 @@ const std::vector<std::string>& dynamics_keys(NodeKind kind) {
 }
 
 bool has_general_dynamics(const Node& n) {
-  switch (n.kind) {
-    case NodeKind::kLIF:
-    case NodeKind::kIF:
-      return !n.arrays.empty();
-    case NodeKind::kLI:
-    case NodeKind::kCubaLIF:
-    case NodeKind::kCubaLI:
-    case NodeKind::kThreshold:
-      return true;
-    default:
-      return false;
-  }
+  if (n.kind == NodeKind::kLIF || n.kind == NodeKind::kIF) return !n.arrays.empty();
+  return is_neuron(n.kind) && n.kind != NodeKind::kPLIF;  // LI, CubaLIF, CubaLI, Threshold
 }
 
 double dynamics_default(const std::string& key) {

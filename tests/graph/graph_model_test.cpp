@@ -177,23 +177,29 @@ TEST(GraphModel, RecurrenceEqualsAHandWrittenStepLoop) {
   EXPECT_TRUE(torch::equal(got, torch::cat(out, 0)));
 }
 
+// Every parameter's gradient of sum(y * probe), y the network's output on
+// x over T steps, placed on `devices` in blocks of K.
+std::vector<torch::Tensor> gradients(const Graph& g, const torch::Tensor& x, const torch::Tensor& probe,
+                                     std::vector<std::string> devices, int64_t K) {
+  const int64_t T = probe.size(0);
+  NetworkConfig c = graph_config(g, T);
+  c.devices = std::move(devices);
+  c.steps_per_tick = K;
+  SpikingNetwork net(c);
+  ModelPipeline pipe = net.make_pipeline();
+  const torch::Tensor y = pipe.constant_forward(net.prepare_input(x), T, /*reduce=*/false);
+  (y * probe).sum().backward();
+  std::vector<torch::Tensor> out;
+  for (const auto& [name, t] : net.named_parameters()) out.push_back(t.grad().clone());
+  return out;
+}
+
 TEST(GraphModel, GradientsDoNotDependOnPartitionOrK) {
   const Graph g = graph::parse_graph_text(kRecurrentSkip, "test");
   const torch::Tensor x = images(5, 12);
   torch::manual_seed(3);
   const torch::Tensor probe = torch::randn({7, 5, 5});
-  const auto grads = [&](std::vector<std::string> devices, int64_t K) {
-    NetworkConfig c = graph_config(g, 7);
-    c.devices = std::move(devices);
-    c.steps_per_tick = K;
-    SpikingNetwork net(c);
-    ModelPipeline pipe = net.make_pipeline();
-    const torch::Tensor y = pipe.constant_forward(net.prepare_input(x), 7, /*reduce=*/false);
-    (y * probe).sum().backward();
-    std::vector<torch::Tensor> out;
-    for (const auto& [name, t] : net.named_parameters()) out.push_back(t.grad().clone());
-    return out;
-  };
+  const auto grads = [&](std::vector<std::string> devices, int64_t K) { return gradients(g, x, probe, devices, K); };
   const auto a = grads({"cpu"}, 0), b = grads({"cpu", "cpu"}, 3), c = grads({"cpu"}, 1);
   ASSERT_EQ(a.size(), b.size());
   double total = 0;
@@ -309,18 +315,7 @@ TEST(GraphModel, GeneralNeuronGradientsDoNotDependOnPartitionOrK) {
   const torch::Tensor x = images(4, 12);
   torch::manual_seed(3);
   const torch::Tensor probe = torch::randn({6, 4, 4});
-  const auto grads = [&](std::vector<std::string> devices, int64_t K) {
-    NetworkConfig c = graph_config(g, 6);
-    c.devices = std::move(devices);
-    c.steps_per_tick = K;
-    SpikingNetwork net(c);
-    ModelPipeline pipe = net.make_pipeline();
-    const torch::Tensor y = pipe.constant_forward(net.prepare_input(x), 6, /*reduce=*/false);
-    (y * probe).sum().backward();
-    std::vector<torch::Tensor> out;
-    for (const auto& [name, t] : net.named_parameters()) out.push_back(t.grad().clone());
-    return out;
-  };
+  const auto grads = [&](std::vector<std::string> devices, int64_t K) { return gradients(g, x, probe, devices, K); };
   const auto a = grads({"cpu"}, 0), b = grads({"cpu", "cpu"}, 4), c = grads({"cpu"}, 1);
   ASSERT_EQ(a.size(), 6u * 2 - 1);  // fc0..fc4 weight and bias, rec.weight
   for (size_t i = 0; i < a.size(); ++i) {

@@ -38,16 +38,11 @@ import nir
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nir_check import sample_steps  # noqa: E402  (a recording's spikes of one sample)
+
 T_TRAIN = 6
 TIE = 1e-4
-
-
-def sample_steps(rec, pop, s, T, dt):
-    ptr = rec["samples/spike_ptr"][pop]
-    a, b = int(ptr[s]), int(ptr[s + 1])
-    ids = rec["spikes"][pop]["node_ids"][a:b].astype(np.int64)
-    steps = np.round((rec["spikes"][pop]["timestamps"][a:b] - rec["samples/t_start_ms"][s]) / dt).astype(np.int64)
-    return steps, ids
 
 
 class Recording:
