@@ -157,6 +157,7 @@ NeuronModule general_neuron_layer(const Node& n, const std::vector<int64_t>& sha
 // The module of each node that has one.
 struct GraphModel::Modules {
   std::map<std::string, Linear> linear;  // Affine, Linear, Conv2d (im2col)
+  std::map<std::string, std::vector<Linear>> grouped;  // a grouped Conv2d: one Linear per group
   std::map<std::string, NeuronModule> neuron;
   std::map<std::string, DelayLine> delay;
   std::map<std::string, torch::Tensor> scale;
@@ -211,11 +212,23 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
       const auto& is = shapes.input.at(n.name);
       const torch::Tensor x = in.reshape({K * B, is[0], is[1], is[2]});
       // im2col copies values; the sums are snn::Linear's, fixed-order per row.
-      const torch::Tensor cols = torch::nn::functional::unfold(
-          x, torch::nn::functional::UnfoldFuncOptions(n.kernel_size).dilation(n.dilation).padding(n.padding).stride(n.stride));
-      const int64_t L = cols.size(2);
-      const torch::Tensor rows = cols.transpose(1, 2).reshape({K * B * L, cols.size(1)});
-      const torch::Tensor y = m.linear.at(n.name)->forward(rows);  // [K B L, Cout]
+      const auto conv = [&](const torch::Tensor& xg, Linear& fc) {
+        const torch::Tensor cols = torch::nn::functional::unfold(
+            xg, torch::nn::functional::UnfoldFuncOptions(n.kernel_size).dilation(n.dilation).padding(n.padding).stride(n.stride));
+        return fc->forward(cols.transpose(1, 2).reshape({-1, cols.size(1)}));  // [K B L, Cout / groups]
+      };
+      torch::Tensor y;
+      if (n.groups == 1) {
+        y = conv(x, m.linear.at(n.name));
+      } else {
+        // Each group's output channels from its own input channels.
+        auto& fcs = m.grouped.at(n.name);
+        const int64_t cin = is[0] / n.groups;
+        std::vector<torch::Tensor> parts;
+        for (int64_t j = 0; j < n.groups; ++j) parts.push_back(conv(x.narrow(1, j * cin, cin), fcs[static_cast<size_t>(j)]));
+        y = torch::cat(parts, 1);
+      }
+      const int64_t L = y.size(0) / (K * B);
       return y.reshape({K * B, L, out_shape[0]}).transpose(1, 2).reshape(with_time(K, B, out_shape));
     }
     case NodeKind::kSumPool2d:
@@ -264,6 +277,10 @@ class GraphStageImpl : public torch::nn::Module {
         const auto& m = *plan_->modules;
         const std::string key = "node" + std::to_string(i++);
         if (m.linear.count(n->name)) register_module(key, m.linear.at(n->name).ptr());
+        if (m.grouped.count(n->name)) {
+          const auto& fcs = m.grouped.at(n->name);
+          for (size_t j = 0; j < fcs.size(); ++j) register_module(key + "_g" + std::to_string(j), fcs[j].ptr());
+        }
         if (m.neuron.count(n->name)) register_module(key, m.neuron.at(n->name).module.ptr());
         if (m.delay.count(n->name)) register_module(key, m.delay.at(n->name).ptr());
         if (m.norm.count(n->name)) register_module(key, m.norm.at(n->name).ptr());
@@ -467,19 +484,26 @@ GraphModel::GraphModel(const Graph& graph, uint64_t seed) : graph_(graph), shape
       case NodeKind::kLinear:
       case NodeKind::kConv2d: {
         const auto& in = shapes_.input.at(n.name);
-        const int64_t out = shapes_.output.at(n.name)[0];
-        if (n.kind == NodeKind::kConv2d && n.groups != 1) {
-          fail("node '" + n.name + "' (Conv2d): grouped convolution (groups " + std::to_string(n.groups) +
-               ") is not simulated yet");
-        }
-        const int64_t fan_in = n.kind == NodeKind::kConv2d ? in[0] * n.kernel_size[0] * n.kernel_size[1] : in[0];
+        const int64_t groups = n.kind == NodeKind::kConv2d ? n.groups : 1;
+        // Per group (one for all but a grouped Conv2d): its share of the
+        // outputs from its share of the inputs (PyTorch's fan-in).
+        const int64_t out = shapes_.output.at(n.name)[0] / groups;
+        const int64_t fan_in = n.kind == NodeKind::kConv2d ? in[0] / groups * n.kernel_size[0] * n.kernel_size[1] : in[0];
         const bool bias = n.kind != NodeKind::kLinear;
-        Linear fc(LinearOptions(fan_in, out).bias(bias).carry_grad_sums(true));
-        torch::NoGradGuard no_grad;
-        if (n.weight.defined()) fc->weight.copy_(n.weight.reshape({out, fan_in}));
-        if (bias && n.bias.defined()) fc->bias.copy_(n.bias);
-        if (bias && n.weight.defined() && !n.bias.defined()) fc->bias.zero_();
-        modules->linear.emplace(n.name, fc);
+        std::vector<Linear> fcs;
+        for (int64_t j = 0; j < groups; ++j) {
+          Linear fc(LinearOptions(fan_in, out).bias(bias).carry_grad_sums(true));
+          torch::NoGradGuard no_grad;
+          if (n.weight.defined()) fc->weight.copy_(n.weight.narrow(0, j * out, out).reshape({out, fan_in}));
+          if (bias && n.bias.defined()) fc->bias.copy_(n.bias.narrow(0, j * out, out));
+          if (bias && n.weight.defined() && !n.bias.defined()) fc->bias.zero_();
+          fcs.push_back(fc);
+        }
+        if (groups == 1) {
+          modules->linear.emplace(n.name, fcs[0]);
+        } else {
+          modules->grouped.emplace(n.name, fcs);
+        }
         break;
       }
       case NodeKind::kScale:
@@ -558,6 +582,14 @@ std::vector<std::pair<std::string, torch::Tensor>> GraphModel::named_parameters(
       if (m.linear.count(n->name)) {
         for (const auto& p : m.linear.at(n->name)->named_parameters()) out.emplace_back(n->name + "." + p.key(), p.value());
       }
+      if (m.grouped.count(n->name)) {  // "<node>.g<j>.weight", ...
+        const auto& fcs = m.grouped.at(n->name);
+        for (size_t j = 0; j < fcs.size(); ++j) {
+          for (const auto& p : fcs[j]->named_parameters()) {
+            out.emplace_back(n->name + ".g" + std::to_string(j) + "." + p.key(), p.value());
+          }
+        }
+      }
       if (m.neuron.count(n->name)) {
         for (const auto& p : m.neuron.at(n->name).module.ptr()->named_parameters()) {
           out.emplace_back(n->name + "." + p.key(), p.value());
@@ -590,15 +622,19 @@ Graph GraphModel::graph_with_weights() const {
   Graph g = graph_;
   const auto& m = *modules_;
   for (auto& n : g.nodes) {
-    if (m.linear.count(n.name)) {
-      const Linear& fc = m.linear.at(n.name);
-      torch::Tensor w = fc->weight.detach().to(torch::kCPU).clone();
+    if (m.linear.count(n.name) || m.grouped.count(n.name)) {
+      const std::vector<Linear> fcs = m.linear.count(n.name) ? std::vector<Linear>{m.linear.at(n.name)} : m.grouped.at(n.name);
+      std::vector<torch::Tensor> w, b;
+      for (const Linear& fc : fcs) {
+        w.push_back(fc->weight.detach().to(torch::kCPU));
+        if (fc->bias.defined()) b.push_back(fc->bias.detach().to(torch::kCPU));
+      }
+      n.weight = torch::cat(w, 0);
       if (n.kind == NodeKind::kConv2d) {
         const auto& in = shapes_.input.at(n.name);
-        w = w.reshape({w.size(0), in[0], n.kernel_size[0], n.kernel_size[1]});
+        n.weight = n.weight.reshape({n.weight.size(0), in[0] / n.groups, n.kernel_size[0], n.kernel_size[1]});
       }
-      n.weight = w;
-      if (fc->bias.defined()) n.bias = fc->bias.detach().to(torch::kCPU).clone();
+      if (!b.empty()) n.bias = torch::cat(b, 0);
       n.features = 0;
     }
     if (m.norm.count(n.name)) {

@@ -273,16 +273,16 @@ kind = \"LIF\"
 [[nodes]]
 name = \"o\"
 kind = \"Output\""
-toml_error "grouped convolution is not simulated yet" "node 'conv' (Conv2d): grouped convolution (groups 2) is not simulated yet" '[[nodes]]
+toml_error "groups that do not divide the channels" "node 'conv': groups 3 do not divide the 2 input channels" '[[nodes]]
 name = "input"
 kind = "Input"
 shape = [2, 28, 28]
 [[nodes]]
 name = "conv"
 kind = "Conv2d"
-features = 4
+features = 6
 kernel_size = 3
-groups = 2
+groups = 3
 [[nodes]]
 name = "l"
 kind = "LIF"

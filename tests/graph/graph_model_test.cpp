@@ -381,6 +381,48 @@ kind = "Output"
   EXPECT_TRUE(torch::allclose(got.view({5, 3, 5, 5}), want, 1e-5, 1e-6));
 }
 
+// A grouped convolution: each group's channels from its own inputs, as
+// LibTorch's conv2d with groups (to rounding); written and read back whole.
+TEST(GraphModel, GroupedConvolutionEqualsConv2dWithGroups) {
+  const Graph g = graph::parse_graph_text(R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [4, 7, 7]
+[[nodes]]
+name = "conv"
+kind = "Conv2d"
+features = 6
+kernel_size = 3
+padding = 1
+groups = 2
+[[nodes]]
+name = "li"
+kind = "LI"
+tau = 1.0
+[[nodes]]
+name = "output"
+kind = "Output"
+)",
+                                          "grouped");
+  SpikingNetwork net(graph_config(g, 1));
+  std::map<std::string, torch::Tensor> p;
+  for (const auto& [name, t] : net.named_parameters()) p[name] = t;
+  ASSERT_EQ(p.size(), 4u);
+  EXPECT_EQ(p.at("conv.g1.weight").sizes().vec(), (std::vector<int64_t>{3, 2 * 3 * 3}));
+  // Pixels of 0 and 1 spike never and always: the input is the image itself.
+  torch::manual_seed(6);
+  const torch::Tensor x = (torch::rand({3, 4 * 7 * 7}) < 0.5).to(torch::kFloat);
+  const torch::Tensor got = run(net, x, {"cpu"}, 0)[0].reshape({3, 6, 7, 7});  // an LI of tau 1: v = its input
+  const Graph w = network_graph(net);
+  ASSERT_EQ(w.node("conv").weight.sizes().vec(), (std::vector<int64_t>{6, 2, 3, 3}));
+  const torch::Tensor want = torch::conv2d(x.reshape({3, 4, 7, 7}), w.node("conv").weight, w.node("conv").bias, 1, 1, 1, 2);
+  EXPECT_TRUE(torch::allclose(got, want, 1e-5, 1e-5)) << (got - want).abs().max().item<double>();
+  // The graph with its weights builds the same network again.
+  SpikingNetwork again(graph_config(w, 1));
+  EXPECT_TRUE(torch::equal(run(again, x, {"cpu"}, 0), run(net, x, {"cpu"}, 0)));
+}
+
 TEST(GraphModel, NodeNamesWithDotsRun) {
   // PyTorch-made NIR files name nodes "0", "fc.1", ...
   Graph g = graph::parse_graph_text(kRecurrentSkip, "test");

@@ -37,9 +37,8 @@ class GraphModel {
  public:
   /// Builds the modules of a validated graph; weights the graph lacks come
   /// from LibTorch's generator (the caller seeds it). Throws snn::Error
-  /// naming a node snnsim cannot run yet (LI, CubaLIF, CubaLI, Threshold,
-  /// per-neuron arrays, grouped convolution) or an Output that is not fed by
-  /// the last neuron layer.
+  /// naming a node whose parameters a layer refuses, or an Output that is
+  /// not fed by the last neuron layer alone.
   /// `seed`: the network's, from which each Dropout node draws its masks.
   explicit GraphModel(const graph::Graph& graph, uint64_t seed = 0);
   GraphModel(const GraphModel&) = delete;  // the units point into graph_
