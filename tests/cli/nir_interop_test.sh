@@ -114,6 +114,12 @@ grep -q "NIR" "$tmp/i.out" && ok || fail "inspect net.nir does not say it is NIR
   fail "run --model general.nir: $(cat "$tmp/err")"
 "$python" "$check" oracle "$tmp/general.nir" "$tmp/g.h5" >"$tmp/o.out" 2>&1 && ok ||
   fail "snnsim's run of every general neuron kind against NIR's equations: $(cat "$tmp/o.out")"
+# Every structural node NIR defines (Conv2d, SumPool2d, Scale, Delay, AvgPool2d, Flatten, Linear).
+"$python" "$check" structural "$tmp/structural.nir" || fail "nir.write of the structural network failed"
+"$snnsim" run "${common[@]}" --T 8 --limit 20 --model "$tmp/structural.nir" --output "$tmp/s.h5" --record-input \
+  --record l1,l2,l3 --record-v l1:0-675,l2:0-149,l3:0-9 >/dev/null 2>"$tmp/err" || fail "run --model structural.nir: $(cat "$tmp/err")"
+"$python" "$check" oracle "$tmp/structural.nir" "$tmp/s.h5" >"$tmp/o.out" 2>&1 && ok ||
+  fail "snnsim's run of every structural node against NIR's equations: $(cat "$tmp/o.out")"
 # Exported and read back, the same network: the same recording.
 "$snnsim" export "$tmp/general.nir" --nir "$tmp/general2.nir" >/dev/null 2>"$tmp/err" || fail "export general: $(cat "$tmp/err")"
 "$snnsim" run "${common[@]}" --T 8 --limit 30 --model "$tmp/general2.nir" --output "$tmp/g2.h5" --record-input \

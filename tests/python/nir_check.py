@@ -14,9 +14,13 @@ equations, for tests/cli/nir_interop_test.sh.
         simulates, with per-neuron parameters: 784-32 LIF (tau, threshold,
         r and v_leak per neuron, v_leak != v_reset), -24 CubaLIF, -20
         CubaLI, -16 LI, -12 Threshold, -10 IF (r dt = 0.5).
+    nir_check.py structural OUT.nir
+        writes, with nir.write, every structural node NIR defines in one
+        chain of three LIF layers: Conv2d (stride, padding), SumPool2d,
+        Scale, Delay (2 steps), AvgPool2d, Flatten, Linear.
     nir_check.py oracle NIR_FILE RECORDING
-        checks snnsim's recording of a chain of Affine and neuron nodes
-        against NIR's equations (forward Euler with dt: tau dv/dt = v_leak -
+        checks snnsim's recording of a chain against NIR's equations (the
+        structural nodes in float64 with torch's conv2d and avg_pool2d) (forward Euler with dt: tau dv/dt = v_leak -
         v + r I; CubaLIF/CubaLI: tau_syn dI/dt = -I + w_in x first; IF:
         dv/dt = r I; fire when v > v_threshold, reset to v_reset; Threshold:
         x > threshold; LI and CubaLI pass on v) computed here in float64
@@ -128,22 +132,88 @@ def general(path):
     nir.write(path, nir.NIRGraph(nodes=nodes, edges=list(zip(chain, chain[1:]))))
 
 
-def layers_of(g):
-    """(synapse, neuron) node names along the chain from the Input."""
+def structural(path):
+    """Every structural node NIR defines between two LIF layers, in a chain:
+    Conv2d (stride, padding), SumPool2d, Scale, Delay, AvgPool2d, Flatten,
+    Linear. (A grouped Conv2d: nir 1.0.8's own type inference refuses it.)"""
+    rng = np.random.default_rng(11)
+    dt = 1e-4
+
+    def lif(shape, thr):
+        return nir.LIF(tau=np.full(shape, 2 * dt), r=np.ones(shape), v_leak=np.zeros(shape),
+                       v_threshold=np.full(shape, thr), v_reset=np.zeros(shape))
+    nodes = {
+        "in": nir.Input(input_type=np.array([1, 28, 28])),
+        "conv": nir.Conv2d(input_shape=(28, 28), weight=(rng.standard_normal((4, 1, 5, 5)) * 0.6).astype(np.float32),
+                           stride=2, padding=1, dilation=1, groups=1, bias=np.full(4, 0.1, np.float32)),
+        "l1": lif((4, 13, 13), 0.5),
+        "conv2": nir.Conv2d(input_shape=(13, 13), weight=(rng.standard_normal((6, 4, 3, 3)) * 0.6).astype(np.float32),
+                            stride=1, padding=0, dilation=1, groups=1, bias=np.zeros(6, np.float32)),
+        "sum": nir.SumPool2d(kernel_size=np.array([2, 2]), stride=np.array([2, 2]), padding=np.array([0, 0])),
+        "scale": nir.Scale(scale=rng.uniform(0.5, 1.5, (6, 5, 5)).astype(np.float32)),
+        "delay": nir.Delay(delay=np.full((6, 5, 5), 2 * dt)),
+        "l2": lif((6, 5, 5), 0.6),
+        "avg": nir.AvgPool2d(kernel_size=np.array([2, 2]), stride=np.array([1, 1]), padding=np.array([0, 0])),
+        "flat": nir.Flatten(start_dim=0, end_dim=-1, input_type={"input": np.array([6, 4, 4])}),
+        "lin": nir.Linear(weight=(rng.standard_normal((10, 96)) * 0.5).astype(np.float32)),
+        "l3": lif((10,), 0.3),
+        "out": nir.Output(output_type=np.array([10])),
+    }
+    chain = ["in", "conv", "l1", "conv2", "sum", "scale", "delay", "l2", "avg", "flat", "lin", "l3", "out"]
+    nir.write(path, nir.NIRGraph(nodes=nodes, edges=list(zip(chain, chain[1:])), type_check=False))
+
+
+def chain_of(g):
+    """The node names from the Input to the Output (a chain)."""
     nxt = dict(g.edges)
     at = next(k for k, v in g.nodes.items() if isinstance(v, nir.Input))
-    out = []
-    while not isinstance(g.nodes[nxt[at]], nir.Output):
-        syn = nxt[at]
-        neu = nxt[syn]
-        out.append((syn, neu))
-        at = neu
+    out = [at]
+    while not isinstance(g.nodes[at], nir.Output):
+        at = nxt[at]
+        out.append(at)
     return out
+
+
+NEURONS = (nir.LIF, nir.IF, nir.LI, nir.CubaLIF, nir.CubaLI, nir.Threshold)
+
+
+def pair(v):
+    v = np.atleast_1d(np.asarray(v)).astype(int).tolist()
+    return tuple(v * 2 if len(v) == 1 else v)
+
+
+def apply_node(node, x, dt):
+    """A structural node on x [T, ...] (one sample's steps), in float64."""
+    import torch
+    t = torch.from_numpy(np.ascontiguousarray(x))
+    if isinstance(node, nir.Affine):
+        return x @ node.weight.astype(np.float64).T + node.bias
+    if isinstance(node, nir.Linear):
+        return x @ node.weight.astype(np.float64).T
+    if isinstance(node, nir.Conv2d):
+        b = None if node.bias is None else torch.from_numpy(np.asarray(node.bias, np.float64))
+        return torch.nn.functional.conv2d(t, torch.from_numpy(node.weight.astype(np.float64)), b, pair(node.stride),
+                                          pair(node.padding), pair(node.dilation), int(node.groups)).numpy()
+    if isinstance(node, (nir.SumPool2d, nir.AvgPool2d)):
+        k = pair(node.kernel_size)
+        y = torch.nn.functional.avg_pool2d(t, k, pair(node.stride), pair(node.padding), count_include_pad=True)
+        return (y * (k[0] * k[1]) if isinstance(node, nir.SumPool2d) else y).numpy()
+    if isinstance(node, nir.Flatten):
+        return x.reshape(x.shape[0], -1)
+    if isinstance(node, nir.Scale):
+        return x * node.scale.astype(np.float64)
+    if isinstance(node, nir.Delay):
+        d = int(round(float(np.unique(node.delay)[0]) / dt))
+        out = np.zeros_like(x)
+        out[d:] = x[:len(x) - d]
+        return out
+    raise AssertionError(f"no oracle for {type(node).__name__}")
 
 
 def oracle(path, recording):
     g = nir.read(path)
     dt = 1e-4
+    chain = chain_of(g)
     with h5py.File(recording, "r") as rec:
         meta = rec["meta"]
         T = int(meta.attrs["steps_per_sample"])
@@ -154,19 +224,29 @@ def oracle(path, recording):
         # Populations by layer (a chain read from NIR keeps snnsim's names
         # hidden/output; other graphs name them by node).
         pop_of_layer = {int(gr.attrs["layer"]): name for name, gr in meta["populations"].items()}
+        in_shape = tuple(np.asarray(g.nodes[chain[0]].input_type["input"]).tolist())
         compared = spikes_seen = near = 0
         kinds = set()
         for s in range(S):
             steps, ids = sample_steps(rec, "input", s, T, dt_ms)
-            x = np.zeros((T, 784))
+            x = np.zeros((T, int(np.prod(in_shape))))
             x[steps, ids] = 1.0
-            for layer, (syn, node) in enumerate(layers_of(g), start=1):
-                fc, nrn = g.nodes[syn], g.nodes[node]
-                pop = pop_of_layer.get(layer, node)
+            x = x.reshape((T,) + in_shape)
+            layer = 0
+            for name in chain[1:-1]:
+                nrn = g.nodes[name]
+                if not isinstance(nrn, NEURONS):
+                    x = apply_node(nrn, x, dt)
+                    kinds.add(type(nrn).__name__)
+                    continue
+                layer += 1
+                pop = pop_of_layer.get(layer, name)
                 kind = type(nrn).__name__
                 kinds.add(kind)
                 spiking = kind not in ("LI", "CubaLI")
-                n = fc.weight.shape[0]
+                shape = x.shape[1:]
+                current = x.reshape(T, -1)
+                n = current.shape[1]
                 got = np.zeros((T, n), bool)
                 if pop in rec["spikes"]:
                     st, si = sample_steps(rec, pop, s, T, dt_ms)
@@ -174,8 +254,7 @@ def oracle(path, recording):
                 data, node_ids = reports[pop]
                 assert np.array_equal(node_ids, np.arange(n)), f"{pop}: record every potential"
                 v_rec = data[s * T:(s + 1) * T].astype(np.float64)
-                current = x @ fc.weight.astype(np.float64).T + fc.bias
-                p = {k: np.asarray(getattr(nrn, k), np.float64) for k in
+                p = {k: np.asarray(getattr(nrn, k), np.float64).reshape(-1) for k in
                      ("tau", "tau_mem", "tau_syn", "r", "v_leak", "v_threshold", "v_reset", "w_in", "threshold")
                      if hasattr(nrn, k) and getattr(nrn, k) is not None}
                 tau = p.get("tau", p.get("tau_mem"))
@@ -215,11 +294,11 @@ def oracle(path, recording):
                     compared += n
                     spikes_seen += int(got[t].sum())
                     v = v_rec[t]
-                x = got.astype(np.float64) if spiking else v_rec
+                x = (got.astype(np.float64) if spiking else v_rec).reshape((T,) + shape)
         assert spikes_seen > 0, "no spikes: the check compared nothing"
         assert near <= compared // 1000, f"{near} of {compared} potentials near the threshold: too many to skip"
-    print(f"{recording}: {compared} neuron-steps ({spikes_seen} spikes) of {', '.join(sorted(kinds))} follow NIR's "
-          f"equations; {near} within 1e-5 of the threshold not compared")
+    print(f"{recording}: {compared} neuron-steps ({spikes_seen} spikes) through {', '.join(sorted(kinds))} follow "
+          f"NIR's equations; {near} within 1e-5 of the threshold not compared")
 
 
 def bad(folder):
@@ -278,7 +357,8 @@ def bad(folder):
 
 
 if __name__ == "__main__":
-    commands = {"exported": exported, "foreign": foreign, "general": general, "oracle": oracle, "bad": bad}
+    commands = {"exported": exported, "foreign": foreign, "general": general, "structural": structural,
+                "oracle": oracle, "bad": bad}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         raise SystemExit(__doc__)
     commands[sys.argv[1]](*sys.argv[2:])
