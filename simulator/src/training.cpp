@@ -333,6 +333,10 @@ class BatchRecorder {
     // RecordingFile validates the layout (names, ids) before it writes anything.
     for (const auto& [layer, ids] : request.spikes) {
       const std::string name = population_name(c, layer);
+      if (!net.neuron_layers().at(static_cast<size_t>(layer))->spiking()) {
+        throw Error("layer '" + name + "' is a leaky integrator (LI or CubaLI): it emits no spikes to record; record "
+                    "its potential with --record-v " + name + ":IDS");
+      }
       layer_of_spikes_[layer] = static_cast<int64_t>(layout.spikes.size());
       layout.spikes.push_back({name, c.layers[layer + 1], layer + 1, ids});
       spike_ids_.push_back(ids.empty() ? torch::Tensor() : torch::tensor(ids, torch::kLong));

@@ -114,6 +114,20 @@ grep -q "NIR" "$tmp/i.out" && ok || fail "inspect net.nir does not say it is NIR
   fail "run --model general.nir: $(cat "$tmp/err")"
 "$python" "$check" oracle "$tmp/general.nir" "$tmp/g.h5" >"$tmp/o.out" 2>&1 && ok ||
   fail "snnsim's run of every general neuron kind against NIR's equations: $(cat "$tmp/o.out")"
+expect_error "spikes of a leaky integrator" "layer 'li' is a leaky integrator (LI or CubaLI): it emits no spikes" \
+  run "${common[@]}" --T 2 --limit 5 --model "$tmp/general.nir" --output "$tmp/never.h5" --record li
+[[ -e "$tmp/never.h5" ]] && fail "a refused recording left a file"
+# A network that ends in an LI: trained and run on the summed potential; a recording (spike counts) refuses it.
+printf '%s\n' '[[nodes]]' 'name = "input"' 'kind = "Input"' 'shape = [784]' '[[nodes]]' 'name = "fc0"' 'kind = "Affine"' \
+  'features = 32' '[[nodes]]' 'name = "lif"' 'kind = "LIF"' '[[nodes]]' 'name = "fc1"' 'kind = "Affine"' 'features = 10' \
+  '[[nodes]]' 'name = "readout"' 'kind = "LI"' 'tau = 4.0' '[[nodes]]' 'name = "output"' 'kind = "Output"' >"$tmp/li.toml"
+"$snnsim" train "${common[@]}" --model "$tmp/li.toml" --epochs 2 --limit 128 --T 4 --lr 0.005 --loss ce \
+  --checkpoint "$tmp/li.h5" >"$tmp/li.out" 2>&1 || fail "train an LI read-out: $(cat "$tmp/li.out")"
+"$snnsim" run "${common[@]}" --checkpoint "$tmp/li.h5" --limit 50 >"$tmp/li_run.out" 2>&1 &&
+  grep -q "^layer 2 (10 neurons): a leaky integrator, passes its potential on (no spikes)" "$tmp/li_run.out" && ok ||
+  fail "run of an LI read-out: $(cat "$tmp/li_run.out")"
+expect_error "a recording of an LI output" "the output layer 'readout' emits its potential (LI or CubaLI), not spikes" \
+  run "${common[@]}" --checkpoint "$tmp/li.h5" --limit 5 --output "$tmp/never.h5"
 # Every structural node NIR defines (Conv2d, SumPool2d, Scale, Delay, AvgPool2d, Flatten, Linear).
 "$python" "$check" structural "$tmp/structural.nir" || fail "nir.write of the structural network failed"
 "$snnsim" run "${common[@]}" --T 8 --limit 20 --model "$tmp/structural.nir" --output "$tmp/s.h5" --record-input \
