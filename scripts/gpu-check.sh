@@ -13,9 +13,11 @@
 #       statically, so nothing of it is needed at run time; no PLplot), builds
 #       what the checks need, and runs:
 #         1. the GoogleTest suites of the neurons, encoders, pipeline,
-#            recording and simulator components, CUDA tests included: CPU vs
-#            GPU bit for bit (encoder, LIF, Linear, whole network), the
-#            pipeline on cuda:0,cuda:0 (two streams) and on cpu,cuda:0;
+#            recording, simulator and graph components, CUDA tests included:
+#            CPU vs GPU bit for bit (encoder, LIF, GeneralNeuron, Linear,
+#            whole network, graphs with recurrence and the general neuron
+#            kinds), the pipeline on cuda:0,cuda:0 (two streams) and on
+#            cpu,cuda:0;
 #         2. neuron_bench --device cuda: fused LIF against the device triad
 #            and the naive tensor-op LIF, N = 4M and 16M;
 #         3. snnsim bench on cuda:0, cuda:0,cuda:0 and cpu,cuda:0 against the
@@ -134,7 +136,7 @@ if [[ -x /usr/local/cuda/bin/nvcc ]] && ! command -v nvcc >/dev/null; then
 fi
 cmake "${cmake_args[@]}" >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log" | tee -a "$log"; fail "configure failed (log: $out/configure.log)"; }
 grep -E "snn [0-9.]+: CUDA kernels" "$out/configure.log" | tee -a "$log"
-targets=(neurons_test encoders_test pipeline_test recording_test simulator_test snnsim neuron_bench)
+targets=(neurons_test encoders_test pipeline_test recording_test simulator_test graph_test snnsim neuron_bench)
 say "== building ${targets[*]} ($(elapsed))"
 ninja -C "$build" -j"$(nproc)" "${targets[@]}" >"$out/build.log" 2>&1 ||
   { grep -E -A12 "FAILED|error" "$out/build.log" | head -60 | tee -a "$log"; fail "build failed (log: $out/build.log)"; }
@@ -165,7 +167,7 @@ gtest() {  # all of a suite; on a GPU machine a skipped CUDA test is a failure
     fi
   fi
 }
-for suite in neurons_test encoders_test pipeline_test recording_test simulator_test; do
+for suite in neurons_test encoders_test pipeline_test recording_test simulator_test graph_test; do
   check "$suite" gtest "$suite"
 done
 
