@@ -66,7 +66,7 @@ Graph network_graph(const SpikingNetwork& net) {
     lif.name = c.layer_names.empty() ? "lif" + std::to_string(i) : c.layer_names[i];
     lif.kind = kind_of(c.neuron.model);
     lif.neuron = c.neuron;
-    if (lif.kind == NodeKind::kPLIF) lif.arrays["w"] = param(lif.name + ".w");
+    if (lif.kind == NodeKind::kPLIF) lif.arrays["w"] = param("lif" + std::to_string(i) + ".w");  // a chain's parameter name
     g.edges.push_back({prev, fc.name});
     g.edges.push_back({fc.name, lif.name});
     prev = lif.name;
@@ -216,11 +216,9 @@ std::unique_ptr<SpikingNetwork> inference_network(const SpikingNetwork& network)
   });
   if (!any) return nullptr;
   NetworkConfig c = network.config();
+  // The same neuron layers (folding removes no neuron), so the same placement.
   c.graph = std::make_shared<const Graph>(graph::fold_for_inference(network.graph_model()->graph_with_weights()));
-  c.balance.clear();  // the stages' layers are the same, but let the folded network split them
-  auto out = std::make_unique<SpikingNetwork>(c);
-  out->set_simulation(network.config().simulation());
-  return out;
+  return std::make_unique<SpikingNetwork>(c);
 }
 
 }  // namespace snn

@@ -516,3 +516,38 @@ TEST(NetworkGraph, ChainNetworkThroughNirGivesTheSameSpikes) {
 }
 
 }  // namespace
+
+namespace {
+
+// A chain read from a file keeps its neuron nodes' names (the populations of
+// its recordings) through export and reading back; a PLIF's learned rate too.
+TEST(NetworkGraph, AChainFromAFileKeepsItsNodeNames) {
+  NetworkConfig c;
+  c.layers = {12, 6, 3};
+  c.neuron.model = NeuronModel::kParametricLIF;
+  c.neuron.tau = 3.0;
+  SpikingNetwork a(c);
+  Graph g = network_graph(a);
+  g.node("lif1").arrays["w"] = torch::tensor(0.7f);
+  for (auto& n : g.nodes) {
+    if (n.name == "lif0") n.name = "hid";
+    if (n.name == "lif1") n.name = "read";
+  }
+  for (auto& e : g.edges) {
+    for (auto* end : {&e.source, &e.target}) {
+      if (*end == "lif0") *end = "hid";
+      if (*end == "lif1") *end = "read";
+    }
+  }
+  const std::string path = temp_path("named.nir");
+  write_nir(path, g);
+  const auto b = network_from_model(path, NetworkConfig{});
+  EXPECT_EQ(b->config().layer_names, (std::vector<std::string>{"hid", "read"}));
+  const Graph back = network_graph(*b);
+  ASSERT_TRUE(back.has_node("read"));
+  EXPECT_FLOAT_EQ(back.node("read").arrays.at("w").item<float>(), 0.7f);
+  EXPECT_FALSE(back.has_node("lif0"));
+  std::remove(path.c_str());
+}
+
+}  // namespace
