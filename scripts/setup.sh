@@ -48,14 +48,14 @@ if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
   echo "$want" > "$stamp"
 fi
 
-# The peers' environment (.venv-peers): SpikingJelly 2.0 and nirtorch for the
+# The peers' environment (.venv-peers): SpikingJelly 2.0, nirtorch and NEST for the
 # NIR exchange tests, on top of .venv's packages (a .pth file), without a
 # second copy of torch. Rebuilt only when requirements-peers.txt changes.
 peers="$root/.venv-peers"
 peers_stamp="$peers/.snn-requirements"
 peers_want="$(cat requirements-peers.txt | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$peers_stamp" || "$(cat "$peers_stamp")" != "$peers_want" ]]; then
-  echo "setup: creating $peers (SpikingJelly 2.0 and nirtorch beside .venv's torch)"
+  echo "setup: creating $peers (SpikingJelly 2.0, nirtorch and NEST beside .venv's torch)"
   rm -rf "$peers"
   "$python" -m venv "$peers"
   main_site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
@@ -68,6 +68,7 @@ if [[ ! -f "$peers_stamp" || "$(cat "$peers_stamp")" != "$peers_want" ]]; then
 import importlib.metadata as md
 from spikingjelly.activation_based.nir_exchange import export_to_nir
 from snntorch.export_nir import export_to_nir
+import nest
 assert md.version('spikingjelly') == '2.0.0', md.version('spikingjelly')" >/dev/null
   echo "$peers_want" >"$peers_stamp"
 fi

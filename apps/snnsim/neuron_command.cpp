@@ -17,6 +17,7 @@ namespace {
 
 struct NeuronCommandFlags {
   NeuronFlags neuron;
+  std::vector<std::string> nest;  // NAME=VALUE settings of a NEST model
   std::string dtype = "float32";
   std::string input;
   std::string output;
@@ -46,12 +47,49 @@ void check_output(const std::string& path) {
   }
 }
 
-void run_neuron(const NeuronCommandFlags& f) {
-  const NeuronParams p = neuron_params(f.neuron);
+bool is_nest_model(const std::string& model) { return model.rfind("iaf_", 0) == 0; }
+
+// A NEST model's options from --nest NAME=VALUE settings (NEST's names and units).
+IafOptions nest_options(const NeuronCommandFlags& f) {
+  IafOptions o(parse_iaf_model(f.neuron.model));
+  for (const std::string& setting : f.nest) {
+    const auto eq = setting.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw Error("--nest: expected NAME=VALUE (for example tau_m=20), got '" + setting + "'");
+    }
+    const std::string name = setting.substr(0, eq), text = setting.substr(eq + 1);
+    std::size_t used = 0;
+    double value = 0;
+    try {
+      value = std::stod(text, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != text.size()) throw Error("--nest " + name + ": '" + text + "' is not a number");
+    set_iaf_parameter(o, name, value);
+  }
+  o.validate();
+  return o;
+}
+
+void run_neuron(const NeuronCommandFlags& f, const CLI::App& cmd) {
+  const bool nest = is_nest_model(f.neuron.model);
+  if (nest) {
+    for (const std::string& flag : spikingjelly_neuron_flags()) {
+      if (cmd.count(flag) > 0) {
+        throw Error(flag + " is a parameter of lif, if and plif; " + f.neuron.model +
+                    " takes NEST's parameters by --nest NAME=VALUE (docs/NEURONS.md)");
+      }
+    }
+  } else if (!f.nest.empty()) {
+    throw Error("--nest sets parameters of iaf_psc_delta and iaf_psc_exp, not of --model " + f.neuron.model);
+  }
+  const IafOptions iaf = nest ? nest_options(f) : IafOptions();
+  const NeuronParams p = nest ? NeuronParams{} : neuron_params(f.neuron);
   check_output(f.output);
   const torch::ScalarType dtype = f.dtype == "float64" ? torch::kDouble : torch::kFloat;
   const CsvMatrix currents = read_csv_matrix(f.input, dtype);
-  write_output(f.output, simulate_neuron_layer(currents.values, p));
+  write_output(f.output, nest ? simulate_iaf_layer(currents.values, iaf) : simulate_neuron_layer(currents.values, p));
 }
 
 }  // namespace
@@ -61,15 +99,19 @@ Run add_neuron_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "neuron",
       "Simulate one layer of N neurons from an input-current CSV (one row per step, one column per neuron, "
-      "optional header row). Prints CSV rows t,neuron,h,s,v: h is the potential before fire/reset, v after.");
-  add_neuron_flags(cmd, flags->neuron, /*with_surrogate=*/false);
+      "optional header row). Prints CSV rows t,neuron,h,s,v: h is the potential before fire/reset, v after. "
+      "NEST's models take the input as a current in pA and print potentials in mV.");
+  add_neuron_flags(cmd, flags->neuron, /*with_surrogate=*/false, /*graph_files=*/false, /*nest_models=*/true);
+  cmd->add_option("--nest", flags->nest,
+                  "A parameter of iaf_psc_delta or iaf_psc_exp by NEST's name and unit, NAME=VALUE (repeatable): "
+                  "dt, C_m, tau_m, t_ref, E_L, V_th, V_reset, I_e, V_min, tau_syn_ex, tau_syn_in");
   cmd->add_option("--dtype", flags->dtype, "Arithmetic precision: float32 or float64")
       ->capture_default_str()
       ->check(one_of({"float32", "float64"}));
   cmd->add_option("--input", flags->input, "Input-current CSV file")->required();
   cmd->add_option("--output", flags->output, "Output CSV file (default: standard output)");
   return [cmd, flags] {
-    if (cmd->parsed()) run_neuron(*flags);
+    if (cmd->parsed()) run_neuron(*flags, *cmd);
   };
 }
 

@@ -9,8 +9,19 @@ namespace snn::app {
 
 bool is_graph_file_model(const std::string& model) { return model != "lif" && model != "if" && model != "plif"; }
 
-void add_neuron_flags(CLI::App* cmd, NeuronFlags& f, bool with_surrogate, bool graph_files) {
-  if (!graph_files) {
+const std::vector<std::string>& spikingjelly_neuron_flags() {
+  static const std::vector<std::string> flags{"--tau", "--decay-input", "--v-threshold", "--v-reset", "--refractory"};
+  return flags;
+}
+
+void add_neuron_flags(CLI::App* cmd, NeuronFlags& f, bool with_surrogate, bool graph_files, bool nest_models) {
+  if (nest_models) {
+    cmd->add_option("--model", f.model,
+                    "Neuron model: lif, if or plif (SpikingJelly's; plif: parametric LIF, --tau is its initial "
+                    "tau), or NEST's iaf_psc_delta or iaf_psc_exp (parameters by --nest NAME=VALUE)")
+        ->capture_default_str()
+        ->check(one_of({"lif", "if", "plif", "iaf_psc_delta", "iaf_psc_exp"}));
+  } else if (!graph_files) {
     cmd->add_option("--model", f.model, "Neuron model: lif, if or plif (parametric LIF, --tau is its initial tau)")
         ->capture_default_str()
         ->check(one_of({"lif", "if", "plif"}));

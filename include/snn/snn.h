@@ -9,6 +9,7 @@
 #include "snn/graph/graph_text.h"
 #include "snn/graph/nir_file.h"
 #include "snn/neurons/functional.h"
+#include "snn/neurons/iaf.h"
 #include "snn/neurons/lif.h"
 #include "snn/neurons/linear.h"
 #include "snn/neurons/linear_neuron.h"

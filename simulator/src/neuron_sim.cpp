@@ -40,11 +40,30 @@ NeuronModule make_neuron_layer(const NeuronParams& p, StepMode mode) {
   throw InternalError("unknown neuron model");
 }
 
-NeuronSimResult simulate_neuron_layer(const torch::Tensor& currents, const NeuronParams& params) {
+namespace {
+void check_matrix(const torch::Tensor& currents) {
   if (currents.dim() != 2) {
     throw Error("input currents must be a [steps, neurons] matrix, got " + std::to_string(currents.dim()) +
                 " dimensions");
   }
+}
+}  // namespace
+
+NeuronSimResult simulate_iaf_layer(const torch::Tensor& currents, const IafOptions& options) {
+  check_matrix(currents);
+  options.validate();
+  // [T, N] as [T, 1, N]: one sample of N neurons, no input spikes.
+  const torch::Tensor current = currents.unsqueeze(1);
+  IafState state;
+  NeuronSimResult r;
+  r.s = functional::iaf_multistep(torch::zeros_like(current), {}, current, state, options, &r.v, &r.h).squeeze(1);
+  r.h = r.h.squeeze(1);
+  r.v = r.v.squeeze(1);
+  return r;
+}
+
+NeuronSimResult simulate_neuron_layer(const torch::Tensor& currents, const NeuronParams& params) {
+  check_matrix(currents);
   const auto layer = make_neuron_layer(params).layer;
   torch::NoGradGuard no_grad;
   NeuronTrace trace;

@@ -37,7 +37,7 @@ expect_error "dt zero" "--dt: expected a number > 0, got '0'" run --dt 0 --check
 expect_error "T missing its value" "--T: expected a whole number >= 1 after it, got nothing" train --T
 
 # Choices: the allowed values, and the nearest.
-expect_error "bad model" "--model: expected lif, if or plif, got 'lfi' (did you mean 'lif'?)" neuron --model lfi --input x.csv
+expect_error "bad model" "--model: expected lif, if, plif, iaf_psc_delta or iaf_psc_exp, got 'lfi' (did you mean 'lif'?)" neuron --model lfi --input x.csv
 expect_error "bad loss" "--loss: expected mse or ce, got 'mes' (did you mean 'mse'?)" train --loss mes
 expect_error "bad plot format" "--plot-format: expected png or svg, got 'gif'" analyze x.h5 --plot-format gif
 expect_clean "bad plot format"

@@ -35,6 +35,40 @@ grep -qx "1,0,0,0,0" "$tmp/ref.csv" && grep -qx "2,0,1,1,0" "$tmp/ref.csv" && ok
 "$snnsim" neuron --model plif --tau 3 --decay-input false --input "$tmp/noheader.csv" >"$tmp/plif.csv" || fail "plif run failed"
 grep -qx "0,1,0.5,0,0.5" "$tmp/plif.csv" && ok || fail "plif wrong: $(head -3 "$tmp/plif.csv")"
 
+# NEST's iaf_psc_delta: the CSV is a current in pA that acts from the step
+# after its row (a NEST current generator's lag); I_e acts at once. With
+# 500 pA (I R = 20 mV), the climb from V_reset to V_th takes ceil(10 ms *
+# ln(20 / 5) / 0.1 ms) = 139 steps and t_ref 20 more: spikes every 159 steps.
+awk 'BEGIN { for (i = 0; i < 1000; ++i) print "500,0" }' >"$tmp/pA.csv"
+"$snnsim" neuron --model iaf_psc_delta --dtype float64 --input "$tmp/pA.csv" >"$tmp/iaf.csv" || fail "iaf_psc_delta run failed"
+spikes="$(awk -F, '$2 == 0 && $4 == 1 { printf "%s ", $1 }' "$tmp/iaf.csv")"
+[[ "$spikes" == "139 298 457 616 775 934 " ]] && ok || fail "iaf_psc_delta spike steps: '$spikes'"
+grep -qx "0,1,-70,0,-70" "$tmp/iaf.csv" && ok || fail "iaf_psc_delta: neuron 1 does not rest at E_L"
+"$snnsim" neuron --model iaf_psc_delta --dtype float64 --nest I_e=500 --nest t_ref=2 --input "$tmp/noheader.csv" \
+  >/dev/null || fail "--nest run failed"
+awk 'BEGIN { for (i = 0; i < 200; ++i) print "0" }' >"$tmp/zero.csv"
+"$snnsim" neuron --model iaf_psc_delta --nest I_e=500 --input "$tmp/zero.csv" >"$tmp/ie.csv" || fail "I_e run failed"
+[[ "$(awk -F, '$4 == 1 { print $1 }' "$tmp/ie.csv")" == "138" ]] && ok || fail "I_e: first spike not at step 138"
+grep -q "^139,0,-70,0,-70$" "$tmp/ie.csv" && ok || fail "iaf_psc_delta: not clamped at V_reset after the spike"
+"$snnsim" neuron --model iaf_psc_exp --nest tau_syn_ex=0.5 --nest V_reset=-65 --input "$tmp/pA.csv" >"$tmp/exp.csv" \
+  || fail "iaf_psc_exp run failed"
+[[ "$(awk -F, '$2 == 0 && $4 == 1' "$tmp/exp.csv" | wc -l)" -ge 6 ]] && ok || fail "iaf_psc_exp fires too little"
+expect_error "nest: unknown parameter" "unknown parameter 'tau' of iaf_psc_delta; it has dt, C_m, tau_m" \
+  neuron --model iaf_psc_delta --nest tau=3 --input "$tmp/pA.csv"
+expect_error "nest: not a number" "--nest tau_m: 'fast' is not a number" \
+  neuron --model iaf_psc_exp --nest tau_m=fast --input "$tmp/pA.csv"
+expect_error "nest: no value" "--nest: expected NAME=VALUE" neuron --model iaf_psc_exp --nest tau_m --input "$tmp/pA.csv"
+expect_error "nest: t_ref off the grid" "t_ref must be a whole number (>= 0) of steps of dt = 0.1 ms, got 0.25 ms" \
+  neuron --model iaf_psc_delta --nest t_ref=0.25 --input "$tmp/pA.csv"
+expect_error "nest: V_reset above V_th" "V_reset (-50 mV) must be below V_th (-55 mV)" \
+  neuron --model iaf_psc_delta --nest V_reset=-50 --input "$tmp/pA.csv"
+expect_error "nest: exp parameter on delta" "unknown parameter 'tau_syn_ex' of iaf_psc_delta" \
+  neuron --model iaf_psc_delta --nest tau_syn_ex=2 --input "$tmp/pA.csv"
+expect_error "nest: SpikingJelly flag" "--tau is a parameter of lif, if and plif; iaf_psc_exp takes NEST's parameters" \
+  neuron --model iaf_psc_exp --tau 3 --input "$tmp/pA.csv"
+expect_error "nest: --nest with lif" "--nest sets parameters of iaf_psc_delta and iaf_psc_exp, not of --model lif" \
+  neuron --nest tau_m=3 --input "$tmp/pA.csv"
+
 # Bad input: one clear line, exit code 2.
 printf 'a,b\n1,2\n3\n' >"$tmp/ragged.csv"
 expect_error "ragged rows" "line 3: 1 fields, but the header has 2" neuron --input "$tmp/ragged.csv"

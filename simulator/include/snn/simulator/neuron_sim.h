@@ -7,6 +7,7 @@
 #include <memory>
 #include <ostream>
 
+#include "snn/neurons/iaf.h"
 #include "snn/neurons/lif.h"
 
 namespace snn {
@@ -30,6 +31,13 @@ NeuronModule make_neuron_layer(const NeuronParams& params, StepMode mode = StepM
 /// Runs the layer described by params from reset over currents [T, N]
 /// (float32 or float64), one fused multi-step pass.
 NeuronSimResult simulate_neuron_layer(const torch::Tensor& currents, const NeuronParams& params);
+
+/// Runs a NEST model (iaf_psc_delta, iaf_psc_exp) from rest with currents
+/// [T, N] (float32 or float64) as an external current in pA, which, like a
+/// NEST current generator's, acts from the step after the one it is given
+/// for. h and v are absolute potentials in mV: before and after the
+/// threshold test and reset.
+NeuronSimResult simulate_iaf_layer(const torch::Tensor& currents, const IafOptions& options);
 
 /// Writes the result as CSV with the header `t,neuron,h,s,v`, one row per
 /// step and neuron; floats in the shortest form that round-trips in their
