@@ -15,6 +15,8 @@
 #include "snn/neurons/linear_neuron.h"
 #include "snn/neurons/surrogate.h"
 #include "snn/pipeline/model_pipeline.h"
+#include "snn/populations/connectivity.h"
+#include "snn/populations/population_network.h"
 #include "snn/analysis/analysis.h"
 #include "snn/recording/events.h"
 #include "snn/recording/recording_file.h"

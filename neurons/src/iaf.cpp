@@ -86,6 +86,11 @@ IafCoeffs<T> coeffs_of(const IafOptions& o) {
 
 }  // namespace
 
+IafCoeffs<double> iaf_coefficients(const IafOptions& options) {
+  options.validate();
+  return coeffs_of<double>(options);
+}
+
 void IafOptions::validate() const {
   positive("dt", dt(), "ms");
   positive("C_m", C_m(), "pF");

@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "snn/neurons/detail/iaf_step.h"
 #include "snn/neurons/lif.h"
 
 namespace snn {
@@ -90,6 +91,10 @@ struct IafOptions {
 void set_iaf_parameter(IafOptions& options, const std::string& name, double value);
 /// The names set_iaf_parameter takes for a model, in NEST's order.
 std::vector<std::string> iaf_parameter_names(IafModel model);
+
+/// The per-step constants of the options (NEST's propagators) in float64,
+/// for loops that call detail::iaf_step themselves (populations/).
+neurons::detail::IafCoeffs<double> iaf_coefficients(const IafOptions& options);
 
 /// An Iaf layer's state between calls; undefined tensors mean "reset"
 /// (V = E_L, no synaptic current, not refractory).
