@@ -83,12 +83,16 @@ std::string summary_text(const analysis::RecordingStats& r) {
   std::ostringstream out;
   out << fmt::format("recording {}: {} samples, T = {}, dt = {} ms, status {}\n", r.path, r.samples, r.steps,
                      r.dt_ms, r.status);
-  out << "accuracy " << fmt_number(r.accuracy);
-  if (!r.accuracy_by_step.empty()) {
-    out << "; by step t:";
-    for (double a : r.accuracy_by_step) out << " " << fmt_number(a, "{:.4f}");
+  // One class (a population model's trials, snnsim simulate): nothing was classified.
+  const bool classified = r.classes > 1;
+  if (classified) {
+    out << "accuracy " << fmt_number(r.accuracy);
+    if (!r.accuracy_by_step.empty()) {
+      out << "; by step t:";
+      for (double a : r.accuracy_by_step) out << " " << fmt_number(a, "{:.4f}");
+    }
+    out << "\n";
   }
-  out << "\n";
   for (const auto& p : r.populations) {
     out << fmt::format("population {} (layer {}, {} neurons recorded): {} spikes, {} Hz ({} per step), {} silent\n",
                        p.name, p.layer, p.node_ids.size(), p.spikes, fmt_number(p.rate_hz),
@@ -97,10 +101,22 @@ std::string summary_text(const analysis::RecordingStats& r) {
                        "population Fano {}; synchrony chi {}\n",
                        p.isi_count, fmt_number(p.isi_mean_ms), fmt_number(p.isi_cv), p.cv_neurons,
                        fmt_number(p.fano), p.fano_neurons, fmt_number(p.population_fano), fmt_number(p.synchrony));
-    out << "  PSTH (Hz by step):";
-    for (double v : p.psth_hz) out << " " << fmt_number(v, "{:.1f}");
+    // Long runs (biological time): the PSTH in at most 100 bins of whole steps.
+    const size_t bin = (p.psth_hz.size() + 99) / 100;
+    if (bin <= 1) {
+      out << "  PSTH (Hz by step):";
+    } else {
+      out << fmt::format("  PSTH (Hz by bins of {} steps, {} ms):", bin, fmt_number(static_cast<double>(bin) * r.dt_ms));
+    }
+    for (size_t b = 0; b < p.psth_hz.size(); b += std::max<size_t>(bin, 1)) {
+      const size_t end = std::min(p.psth_hz.size(), b + std::max<size_t>(bin, 1));
+      double sum = 0;
+      for (size_t t = b; t < end; ++t) sum += p.psth_hz[t];
+      out << " " << fmt_number(sum / static_cast<double>(end - b), "{:.1f}");
+    }
     out << "\n";
   }
+  if (!classified) return out.str();
   out << "confusion matrix (rows: label, columns: predicted):\n";
   for (size_t i = 0; i < r.confusion.size(); ++i) {
     out << fmt::format("  {:>2}:", i);

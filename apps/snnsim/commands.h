@@ -33,6 +33,8 @@ Run add_bench_command(CLI::App& app);
 Run add_inspect_command(CLI::App& app);
 /// `snnsim export`: a trained network as a NIR file.
 Run add_export_command(CLI::App& app);
+/// `snnsim simulate`: a population model file (NEST-style networks in biological time).
+Run add_simulate_command(CLI::App& app);
 /// The embedded MNIST subset's folder: the copy installed beside this executable
 /// (PREFIX/share/snnsim/mnist), else the source tree's (the build tree's snnsim).
 std::string default_data_dir();

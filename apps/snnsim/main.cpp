@@ -62,6 +62,7 @@ int main(int argc, char** argv) {
   runs.push_back(snn::app::add_bench_command(app));
   runs.push_back(snn::app::add_inspect_command(app));
   runs.push_back(snn::app::add_export_command(app));
+  runs.push_back(snn::app::add_simulate_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

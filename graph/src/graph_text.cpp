@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-#include <toml++/toml.h>
 
 #include "snn/core/error.h"
+#include "snn/graph/detail/text_document.h"
 
 namespace snn::graph {
 namespace {
@@ -259,25 +259,7 @@ Graph graph_from_json(const json& doc, const std::string& where) {
 }  // namespace
 
 Graph parse_graph_text(const std::string& text, const std::string& where) {
-  const size_t first = text.find_first_not_of(" \t\r\n");
-  json doc;
-  if (first != std::string::npos && text[first] == '{') {
-    try {
-      doc = json::parse(text);
-    } catch (const json::parse_error& e) {
-      throw Error(where + " (JSON): " + e.what());
-    }
-  } else {
-    toml::table table;
-    try {
-      table = toml::parse(text);
-    } catch (const toml::parse_error& e) {
-      throw Error(where + " (TOML), line " + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
-    }
-    std::ostringstream as_json;
-    as_json << toml::json_formatter{table};
-    doc = json::parse(as_json.str());
-  }
+  const json doc = detail::parse_text_document(text, where);
   return graph_from_json(doc, where);
 }
 

@@ -143,6 +143,7 @@ struct Population {
 // One trial's spikes of one step, by global neuron id (ascending).
 struct TrialRecord {
   std::vector<std::vector<int32_t>> step, neuron;  // per population
+  std::vector<int64_t> count;                      // per population
   int64_t spikes = 0, events = 0;
 };
 
@@ -219,6 +220,7 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
       TrialRecord& rec = records[b];
       rec.step.resize(n_pop);
       rec.neuron.resize(n_pop);
+      rec.count.assign(n_pop, 0);
       for (int64_t t = 0; t < T; ++t) {
         double* ex = ring_ex.data() + (t % D) * N;
         double* in = ring_in.data() + (t % D) * N;
@@ -246,6 +248,7 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
                                                                  i0, ref[g], h, pop.c);
             if (spike) {
               fired.push_back(static_cast<int32_t>(g));
+              ++rec.count[p];
               if (record[p]) {
                 rec.step[p].push_back(static_cast<int32_t>(t));
                 rec.neuron[p].push_back(static_cast<int32_t>(i));
@@ -295,7 +298,9 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
       list.neuron.insert(list.neuron.end(), records[b].neuron[p].begin(), records[b].neuron[p].end());
     }
   }
+  result.population_spikes.assign(n_pop, 0);
   for (const auto& r : records) {
+    for (int64_t p = 0; p < n_pop; ++p) result.population_spikes[p] += r.count[p];
     result.spike_count += r.spikes;
     result.synaptic_events += r.events;
   }

@@ -1,0 +1,42 @@
+#pragma once
+/// The population model file (TOML or JSON; docs/POPULATIONS.md): the
+/// populations, projections and Poisson drives of a PopulationNetworkSpec,
+/// the run's length, trials and seeds, and what to record. Quantities are
+/// numbers in the documented unit (ms, mV, pA, pF, Hz) or strings with a
+/// unit ("1.5 ms", "20 kHz", "0.5 nA"), checked against the quantity's
+/// dimension.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "snn/populations/population_network.h"
+
+namespace snn::populations {
+
+/// Everything a model file says.
+struct PopulationModel {
+  PopulationNetworkSpec network;
+  double duration_ms = 0;       ///< run length (a whole number of steps of dt)
+  int64_t trials = 1;           ///< independent trials simulated together
+  uint64_t seed = 1;            ///< connectivity seed
+  uint64_t input_seed = 1;      ///< Poisson drives' seed
+  PopulationRunOptions record;  ///< record_spikes, record_v, voltmeter_neurons (steps and trials set from above)
+  std::string json;             ///< the model as JSON (provenance: a recording's /meta config)
+  /// The run length in steps of dt.
+  int64_t steps() const;
+};
+
+/// Parses a model; `where` names it in messages ("model 'brunel.toml'").
+/// Throws snn::Error with one line naming the entry (population 'E',
+/// projection 2 (E -> I), Poisson drive 'noise', the key) and the problem:
+/// an unknown key, model or rule, a value of the wrong type or unit, a
+/// delay below dt or off its grid, a probability outside [0, 1], a negative
+/// rate, an undefined population. Connectivity limits that need the sizes
+/// (in-degree above the sources without multapses) are checked when the
+/// network is built (PopulationNetwork), with the same naming.
+PopulationModel parse_population_model(const std::string& text, const std::string& where);
+/// Reads and parses the file at `path`.
+PopulationModel read_population_model(const std::string& path);
+
+}  // namespace snn::populations
