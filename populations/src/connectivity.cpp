@@ -21,6 +21,7 @@ namespace snn::populations {
 
 using detail::Purpose;
 using detail::RandomStream;
+using detail::draw;
 
 std::string to_string(ConnectionRule rule) {
   switch (rule) {
@@ -51,18 +52,6 @@ std::string num(double v) {
   std::ostringstream os;
   os << v;
   return os.str();
-}
-
-double draw(const Distribution& d, RandomStream& s) {
-  switch (d.kind) {
-    case Distribution::Kind::kConstant:
-      return d.a;
-    case Distribution::Kind::kUniform:
-      return d.a + (d.b - d.a) * s.uniform();
-    case Distribution::Kind::kNormal:
-      return d.a + d.b * s.normal();
-  }
-  return d.a;
 }
 
 // Delay in ms to whole steps of dt; `exact`: it must already be on the grid.

@@ -173,6 +173,15 @@ PopulationSpec read_population(const json& j, const std::string& where, size_t i
   if (!params.is_object()) named.fail("'params' must be a table of NEST parameters, got " + shown(params));
   for (const auto& [key, value] : params.items()) {
     if (key == "dt") named.fail("params: 'dt' is the model's, set at the top of the file");
+    if (key == "V_m") {  // the initial potential: a constant or a distribution
+      p.v_init = Entry{params, named.where + ", params"}.distribution("V_m", Dim::kPotential);
+      try {
+        p.v_init->validate("V_m");
+      } catch (const Error& err) {
+        named.fail(std::string("params: ") + err.what());
+      }
+      continue;
+    }
     if (key == "I_e" && value.is_array()) {
       std::vector<double> currents;
       for (const auto& x : value) currents.push_back(named.quantity_of(x, "I_e", Dim::kCurrent));

@@ -5,7 +5,9 @@
 #include "snn/populations/population_network.h"
 
 #include <ATen/Parallel.h>
+#include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <set>
@@ -18,6 +20,7 @@ namespace snn::populations {
 
 using detail::Purpose;
 using detail::RandomStream;
+using detail::draw;
 using neurons::detail::IafCoeffs;
 
 namespace {
@@ -61,6 +64,13 @@ void PopulationNetworkSpec::validate() const {
     if (std::fabs(p.neuron.dt() - dt) > 1e-12 * dt) {
       throw Error("population '" + p.name + "': its model's dt " + num(p.neuron.dt()) + " ms is not the network's " +
                   num(dt) + " ms");
+    }
+    if (p.v_init) {
+      try {
+        p.v_init->validate("V_m");
+      } catch (const Error& e) {
+        throw Error("population '" + p.name + "': " + e.what());
+      }
     }
     if (p.neuron.I_e_neurons().defined() &&
         (p.neuron.I_e_neurons().dim() != 1 || p.neuron.I_e_neurons().size(0) != p.size)) {
@@ -123,6 +133,11 @@ int64_t PopulationNetwork::synapse_bytes() const {
 
 namespace {
 
+// Which ring buffer a synapse adds into: the excitatory one (every input of
+// an iaf_psc_delta target; iaf_psc_exp's positive weights), the inhibitory
+// one, or by the sign of each weight.
+enum class Buffer { kEx, kIn, kBySign };
+
 // A projection as the loop reads it: plain pointers and global target ids.
 struct Route {
   const int64_t* offsets;
@@ -130,21 +145,170 @@ struct Route {
   const float* weights;
   const int16_t* delays;  // null: every synapse has `delay`
   int32_t delay;
-  int64_t target_first;
+  int64_t target_first, target_size;
+  Buffer buffer;
 };
 
 struct Population {
   int64_t first, size;
+  std::optional<Distribution> v_init;  // absolute mV
   IafCoeffs<double> c;
+  double e_l;
   std::vector<double> i_e;  // each neuron's constant current (c.i_e plus its own)
   std::vector<Route> out;   // projections leaving it
 };
 
-// One trial's spikes of one step, by global neuron id (ascending).
+// A Poisson drive: its target's neurons each draw a count per step by
+// inverting the cumulative distribution with one 32-bit uniform.
+struct Drive {
+  int64_t first, size;
+  std::vector<double> cdf;  // P(X <= k), k = 0, 1, ... up to 1 - 2^-40
+  double weight;
+  Buffer buffer;
+};
+
+std::vector<double> poisson_cdf(double lambda, const std::string& name) {
+  if (lambda > 500) {
+    throw Error("Poisson drive '" + name + "': rate x dt = " + num(lambda) +
+                " spikes per step is too many (at most 500); use a larger weight and a lower rate");
+  }
+  std::vector<double> cdf;
+  double p = std::exp(-lambda), f = p;
+  for (int64_t k = 0; f < 1 - 0x1.0p-40 && k < 100000; ++k) {
+    cdf.push_back(f);
+    p *= lambda / static_cast<double>(k + 1);
+    f += p;
+  }
+  cdf.push_back(f);
+  return cdf;
+}
+
+// One trial's spikes, counts and events.
 struct TrialRecord {
-  std::vector<std::vector<int32_t>> step, neuron;  // per population
+  std::vector<std::vector<int32_t>> step, neuron;  // per recorded population
   std::vector<int64_t> count;                      // per population
   int64_t spikes = 0, events = 0;
+};
+
+// The state of one trial and the three phases of a step, each over a range
+// of global neuron ids [lo, hi) so that a team of threads can share a trial:
+// neurons are independent, Poisson counts are keyed by neuron, and each
+// target receives its synapses in spike order whatever the ranges, so the
+// result does not depend on how the ranges are cut.
+class Trial {
+ public:
+  Trial(const std::vector<Population>& pops, const std::vector<Drive>& drives, int64_t n, int64_t d, int64_t trial,
+        uint64_t input_seed)
+      : pops_(pops), drives_(drives), n_(n), d_(d), trial_(trial), seed_(input_seed), v_(n, 0.0), i_ex_(n, 0.0),
+        i_in_(n, 0.0), ring_ex_(d * n, 0.0), ring_in_(d * n, 0.0), ref_(n, 0), flags_(n, 0) {
+    // Initial potentials: neuron i of population p takes words 4i.. of stream (trial; p).
+    for (size_t p = 0; p < pops.size(); ++p) {
+      const auto& init = pops[p].v_init;
+      if (!init) continue;
+      for (int64_t i = 0; i < pops[p].size; ++i) {
+        RandomStream stream(seed_, Purpose::kInitial, static_cast<uint32_t>(p), static_cast<uint64_t>(trial));
+        stream.seek(static_cast<uint64_t>(4 * i));
+        v_[pops[p].first + i] = draw(*init, stream) - pops[p].e_l;
+      }
+    }
+  }
+
+  // Phase 1 and 2 over [lo, hi): Poisson counts into slot t, then the
+  // neurons' step; their spikes are appended to `fired` in id order.
+  // traces[p]: population p's voltmeter [trials, steps, width] and its width, or null.
+  void update(int64_t t, int64_t lo, int64_t hi, std::vector<int32_t>& fired,
+              const std::vector<std::pair<double*, int64_t>>& traces, int64_t steps) {
+    double* ex = ring_ex_.data() + (t % d_) * n_;
+    double* in = ring_in_.data() + (t % d_) * n_;
+    for (size_t k = 0; k < drives_.size(); ++k) {
+      const Drive& dr = drives_[k];
+      const int64_t a = std::max(lo, dr.first) - dr.first, b = std::min(hi, dr.first + dr.size) - dr.first;
+      if (a >= b) continue;
+      RandomStream stream(seed_, Purpose::kPoisson, static_cast<uint32_t>(k),
+                          (static_cast<uint64_t>(trial_) << 28) | static_cast<uint64_t>(t));
+      stream.seek(static_cast<uint64_t>(a));
+      double* target = dr.buffer == Buffer::kIn ? in : ex;
+      const double* cdf = dr.cdf.data();
+      const size_t len = dr.cdf.size();
+      for (int64_t i = a; i < b; ++i) {
+        const double u = stream.uniform32();
+        if (u < cdf[0]) continue;  // no spike: the common case
+        const int64_t count = std::upper_bound(cdf, cdf + len, u) - cdf;
+        target[dr.first + i] += static_cast<double>(count) * dr.weight;
+      }
+    }
+    for (size_t p = 0; p < pops_.size(); ++p) {
+      const Population& pop = pops_[p];
+      const int64_t a = std::max(lo, pop.first), b = std::min(hi, pop.first + pop.size);
+      const int64_t trace_width = traces[p].second;
+      double* trace = traces[p].first ? traces[p].first + (trial_ * steps + t) * trace_width : nullptr;
+      // The step of every neuron first (a loop the compiler can vectorise),
+      // then the spikes collected.
+      uint8_t* flag = flags_.data();
+      const double* i_e = pop.i_e.data() - pop.first;
+      double *v = v_.data(), *i_ex = i_ex_.data(), *i_in = i_in_.data();
+      int32_t* ref = ref_.data();
+      const IafCoeffs<double> c = pop.c;
+      for (int64_t g = a; g < b; ++g) {
+        double h, i0 = 0.0;
+        flag[g] = neurons::detail::iaf_step<double>(ex[g], in[g], 0.0, i_e[g], v[g], i_ex[g], i_in[g], i0, ref[g], h, c);
+        ex[g] = 0.0;
+        in[g] = 0.0;
+      }
+      for (int64_t g = a; g < b; ++g) {
+        if (flag[g]) fired.push_back(static_cast<int32_t>(g));
+      }
+      if (trace) {
+        for (int64_t g = a; g < std::min(b, pop.first + trace_width); ++g) trace[g - pop.first] = v[g] + pop.e_l;
+      }
+    }
+  }
+
+  // Phase 3 over targets [lo, hi): every spike of step t adds its synapses'
+  // weights to the slots of their delays. Returns the synapses it went through.
+  int64_t deliver(int64_t t, const std::vector<int32_t>& fired, int64_t lo, int64_t hi) {
+    int64_t events = 0;
+    size_t k = 0;
+    for (size_t p = 0; p < pops_.size() && k < fired.size(); ++p) {
+      const Population& pop = pops_[p];
+      for (; k < fired.size() && fired[k] < pop.first + pop.size; ++k) {
+        const int64_t s = fired[k] - pop.first;
+        for (const Route& r : pop.out) {
+          const int64_t a = std::max(lo - r.target_first, int64_t{0});
+          const int64_t b = std::min(hi - r.target_first, r.target_size);
+          if (a >= b) continue;
+          int64_t q0 = r.offsets[s], q1 = r.offsets[s + 1];
+          if (a > 0 || b < r.target_size) {  // a part of the targets: rows hold them ascending
+            q0 = std::lower_bound(r.targets + q0, r.targets + q1, static_cast<int32_t>(a)) - r.targets;
+            q1 = std::lower_bound(r.targets + q0, r.targets + q1, static_cast<int32_t>(b)) - r.targets;
+          }
+          events += q1 - q0;
+          if (!r.delays && r.buffer != Buffer::kBySign) {
+            double* base = (r.buffer == Buffer::kEx ? ring_ex_ : ring_in_).data() + ((t + r.delay) % d_) * n_ +
+                           r.target_first;
+            for (int64_t q = q0; q < q1; ++q) base[r.targets[q]] += static_cast<double>(r.weights[q]);
+          } else {
+            for (int64_t q = q0; q < q1; ++q) {
+              const double w = r.weights[q];
+              const int64_t slot = (t + (r.delays ? r.delays[q] : r.delay)) % d_;
+              const bool inhibitory = r.buffer == Buffer::kIn || (r.buffer == Buffer::kBySign && w < 0);
+              (inhibitory ? ring_in_ : ring_ex_)[slot * n_ + r.target_first + r.targets[q]] += w;
+            }
+          }
+        }
+      }
+    }
+    return events;
+  }
+
+ private:
+  const std::vector<Population>& pops_;
+  const std::vector<Drive>& drives_;
+  int64_t n_, d_, trial_;
+  uint64_t seed_;
+  std::vector<double> v_, i_ex_, i_in_, ring_ex_, ring_in_;
+  std::vector<int32_t> ref_;
+  std::vector<uint8_t> flags_;  // this step's spikes, before they are collected
 };
 
 }  // namespace
@@ -165,36 +329,43 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
   }
 
   std::vector<Population> pops(n_pop);
-  int32_t max_delay = 1;
   for (int64_t p = 0; p < n_pop; ++p) {
     const auto& spec = spec_.populations[p];
     pops[p].first = first_[p];
     pops[p].size = spec.size;
     pops[p].c = iaf_coefficients(spec.neuron);
+    pops[p].e_l = spec.neuron.E_L();
+    pops[p].v_init = spec.v_init;
     pops[p].i_e.assign(spec.size, pops[p].c.i_e);
     if (spec.neuron.I_e_neurons().defined()) {
       const torch::Tensor own = spec.neuron.I_e_neurons().to(torch::kDouble).contiguous();
       for (int64_t i = 0; i < spec.size; ++i) pops[p].i_e[i] += own.data_ptr<double>()[i];
     }
   }
+  // psc_delta sums every input into one buffer; psc_exp keeps the signs apart.
+  const auto buffer_of = [&](int64_t target, double lowest, double highest) {
+    if (spec_.populations[target].neuron.model() == IafModel::kPscDelta || lowest >= 0) return Buffer::kEx;
+    return highest < 0 ? Buffer::kIn : Buffer::kBySign;
+  };
+  int32_t max_delay = 1;
   for (size_t j = 0; j < projections_.size(); ++j) {
     const Projection& pr = projections_[j];
     const int64_t s = spec_.population_index(spec_.projections[j].source);
     const int64_t t = spec_.population_index(spec_.projections[j].target);
+    const bool any = pr.synapses() > 0;
+    const double lowest = any ? pr.weights.min().item<double>() : 0.0;
+    const double highest = any ? pr.weights.max().item<double>() : 0.0;
     pops[s].out.push_back(Route{pr.offsets.data_ptr<int64_t>(), pr.targets.data_ptr<int32_t>(),
                                 pr.weights.data_ptr<float>(),
                                 pr.delays.defined() ? pr.delays.data_ptr<int16_t>() : nullptr, pr.delay_steps,
-                                first_[t]});
+                                first_[t], spec_.populations[t].size, buffer_of(t, lowest, highest)});
     max_delay = std::max(max_delay, pr.max_delay());
   }
-  struct Drive {
-    int64_t first, size;
-    double lambda, weight;
-  };
   std::vector<Drive> drives;
   for (const auto& d : spec_.drives) {
     const int64_t p = spec_.population_index(d.target);
-    drives.push_back(Drive{first_[p], spec_.populations[p].size, d.rate_hz * spec_.dt * 1e-3, d.weight});
+    drives.push_back(Drive{first_[p], spec_.populations[p].size, poisson_cdf(d.rate_hz * spec_.dt * 1e-3, d.name),
+                           d.weight, buffer_of(p, d.weight, d.weight)});
   }
 
   const int64_t D = max_delay + 1, N = total_, T = o.steps;
@@ -205,89 +376,83 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
   result.spikes.resize(n_pop);
   result.v.resize(n_pop);
   const int64_t vn = o.voltmeter_neurons;
+  std::vector<std::pair<double*, int64_t>> traces(n_pop, {nullptr, 0});
   for (int64_t p = 0; p < n_pop; ++p) {
-    if (voltmeter[p]) result.v[p] = torch::empty({o.trials, T, std::min(vn, pops[p].size)}, torch::kDouble);
+    if (!voltmeter[p]) continue;
+    result.v[p] = torch::empty({o.trials, T, std::min(vn, pops[p].size)}, torch::kDouble);
+    traces[p] = {result.v[p].data_ptr<double>(), result.v[p].size(2)};
   }
   std::vector<TrialRecord> records(o.trials);
 
-  const auto start = std::chrono::steady_clock::now();
-  // Trials are independent: one thread each, so results never depend on threads.
-  at::parallel_for(0, o.trials, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t b = lo; b < hi; ++b) {
-      std::vector<double> v(N, 0.0), i_ex(N, 0.0), i_in(N, 0.0), ring_ex(D * N, 0.0), ring_in(D * N, 0.0);
-      std::vector<int32_t> ref(N, 0);
-      std::vector<int32_t> fired;  // global ids of this step's spikes
-      TrialRecord& rec = records[b];
-      rec.step.resize(n_pop);
-      rec.neuron.resize(n_pop);
-      rec.count.assign(n_pop, 0);
-      for (int64_t t = 0; t < T; ++t) {
-        double* ex = ring_ex.data() + (t % D) * N;
-        double* in = ring_in.data() + (t % D) * N;
-        // 1. Poisson drives: stream (trial, step) of each drive, drawn over its neurons in order.
-        for (size_t d = 0; d < drives.size(); ++d) {
-          const Drive& dr = drives[d];
-          if (dr.lambda <= 0) continue;
-          RandomStream stream(o.input_seed, Purpose::kPoisson, static_cast<uint32_t>(d),
-                              (static_cast<uint64_t>(b) << 28) | static_cast<uint64_t>(t));
-          double* target = dr.weight >= 0 ? ex : in;
-          for (int64_t i = 0; i < dr.size; ++i) {
-            const int64_t count = stream.poisson(dr.lambda);
-            if (count) target[dr.first + i] += static_cast<double>(count) * dr.weight;
-          }
-        }
-        // 2. Every population advances one step.
-        fired.clear();
-        for (int64_t p = 0; p < n_pop; ++p) {
-          const Population& pop = pops[p];
-          double* vt = voltmeter[p] ? result.v[p].data_ptr<double>() + (b * T + t) * result.v[p].size(2) : nullptr;
-          for (int64_t i = 0; i < pop.size; ++i) {
-            const int64_t g = pop.first + i;
-            double h, i0 = 0.0;
-            const bool spike = neurons::detail::iaf_step<double>(ex[g], in[g], 0.0, pop.i_e[i], v[g], i_ex[g], i_in[g],
-                                                                 i0, ref[g], h, pop.c);
-            if (spike) {
-              fired.push_back(static_cast<int32_t>(g));
-              ++rec.count[p];
-              if (record[p]) {
-                rec.step[p].push_back(static_cast<int32_t>(t));
-                rec.neuron[p].push_back(static_cast<int32_t>(i));
-              }
-            }
-            if (vt && i < vn) vt[i] = v[g] + spec_.populations[p].neuron.E_L();
-            ex[g] = 0.0;
-            in[g] = 0.0;
-          }
-        }
-        rec.spikes += static_cast<int64_t>(fired.size());
-        // 3. Deliver: each spike's synapses into the slots of their delays.
-        size_t k = 0;
-        for (int64_t p = 0; p < n_pop && k < fired.size(); ++p) {
-          const Population& pop = pops[p];
-          for (; k < fired.size() && fired[k] < pop.first + pop.size; ++k) {
-            const int64_t s = fired[k] - pop.first;
-            for (const Route& r : pop.out) {
-              const int64_t lo_k = r.offsets[s], hi_k = r.offsets[s + 1];
-              rec.events += hi_k - lo_k;
-              if (!r.delays) {
-                const int64_t base = ((t + r.delay) % D) * N + r.target_first;
-                for (int64_t q = lo_k; q < hi_k; ++q) {
-                  const double w = r.weights[q];
-                  (w >= 0 ? ring_ex : ring_in)[base + r.targets[q]] += w;
-                }
-              } else {
-                for (int64_t q = lo_k; q < hi_k; ++q) {
-                  const double w = r.weights[q];
-                  const int64_t at = ((t + r.delays[q]) % D) * N + r.target_first + r.targets[q];
-                  (w >= 0 ? ring_ex : ring_in)[at] += w;
-                }
-              }
-            }
+  // Runs trial b with `team` ranges of neurons (a team of threads when > 1).
+  const auto run_trial = [&](int64_t b, int64_t team) {
+    Trial trial(pops, drives, N, D, b, o.input_seed);
+    TrialRecord& rec = records[b];
+    rec.step.assign(n_pop, {});
+    rec.neuron.assign(n_pop, {});
+    rec.count.assign(n_pop, 0);
+    std::vector<std::vector<int32_t>> part(team);
+    std::vector<int64_t> part_events(team, 0);
+    std::vector<int32_t> fired;
+    // The step's spikes, in id order, into the trial's record.
+    const auto record_step = [&](int64_t t) {
+      size_t k = 0;
+      for (int64_t p = 0; p < n_pop; ++p) {
+        for (; k < fired.size() && fired[k] < pops[p].first + pops[p].size; ++k) {
+          ++rec.count[p];
+          if (record[p]) {
+            rec.step[p].push_back(static_cast<int32_t>(t));
+            rec.neuron[p].push_back(static_cast<int32_t>(fired[k] - pops[p].first));
           }
         }
       }
+      rec.spikes += static_cast<int64_t>(fired.size());
+    };
+    if (team == 1) {
+      for (int64_t t = 0; t < T; ++t) {
+        fired.clear();
+        trial.update(t, 0, N, fired, traces, T);
+        record_step(t);
+        if (!fired.empty()) rec.events += trial.deliver(t, fired, 0, N);
+      }
+    } else {
+      // One parallel region for the whole run (a fork per step would cost
+      // more than a small network's step): thread c owns neurons [lo, hi)
+      // for the update and as targets for the delivery, so only the merge
+      // of the step's spikes needs the others.
+#pragma omp parallel num_threads(static_cast<int>(team))
+      {
+        const int64_t c = omp_get_thread_num();
+        const int64_t lo = N * c / team, hi = N * (c + 1) / team;
+        for (int64_t t = 0; t < T; ++t) {
+          part[c].clear();
+          trial.update(t, lo, hi, part[c], traces, T);
+#pragma omp barrier
+#pragma omp single
+          {
+            fired.clear();
+            for (const auto& p : part) fired.insert(fired.end(), p.begin(), p.end());
+            record_step(t);
+          }  // implicit barrier: every thread sees the merged spikes
+          if (!fired.empty()) part_events[c] += trial.deliver(t, fired, lo, hi);
+        }
+      }
     }
-  });
+    for (int64_t e : part_events) rec.events += e;
+  };
+
+  const auto start = std::chrono::steady_clock::now();
+  const int64_t threads = at::get_num_threads();
+  if (o.trials >= threads || threads == 1) {
+    // A thread per trial.
+    at::parallel_for(0, o.trials, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t b = lo; b < hi; ++b) run_trial(b, 1);
+    });
+  } else {
+    // Fewer trials than threads: the threads share each trial's neurons
+    // (at least 512 each, below which the barriers cost more than they save).
+    for (int64_t b = 0; b < o.trials; ++b) run_trial(b, std::min<int64_t>(threads, std::max<int64_t>(N / 512, 1)));
+  }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (int64_t p = 0; p < n_pop; ++p) {
     SpikeList& list = result.spikes[p];

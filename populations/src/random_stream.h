@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "snn/encoders/detail/philox.h"
+#include "snn/populations/connectivity.h"
 
 namespace snn::populations::detail {
 
@@ -17,7 +18,8 @@ enum class Purpose : uint32_t {
   kWeights = 2,   // a target's synapse weights
   kDelays = 3,    // a target's synapse delays
   kPairs = 4,     // fixed_total_number's pairs
-  kPoisson = 5,   // a Poisson drive's counts (id: trial, projection word: step)
+  kInitial = 6,   // initial potentials (id: trial; projection word: the population; words 4i..4i+3: neuron i)
+  kPoisson = 5,   // a Poisson drive's counts (id: trial << 28 | step; projection word: the drive; word i: neuron i)
 };
 
 class RandomStream {
@@ -53,24 +55,13 @@ class RandomStream {
     const double r = std::sqrt(-2.0 * std::log(uniform_open0()));
     return r * std::cos(2.0 * M_PI * uniform());
   }
-  /// Poisson count of mean lambda >= 0 by inversion, in pieces of mean at
-  /// most 32 so that exp(-lambda) never underflows.
-  int64_t poisson(double lambda) {
-    int64_t total = 0;
-    while (lambda > 0) {
-      const double part = lambda > 32 ? 32 : lambda;
-      lambda -= part;
-      const double u = uniform();
-      double p = std::exp(-part), f = p;
-      int64_t k = 0;
-      while (u >= f && k < 1000) {
-        ++k;
-        p *= part / static_cast<double>(k);
-        f += p;
-      }
-      total += k;
-    }
-    return total;
+  /// Uniform in [0, 1) with 32 random bits (one word).
+  double uniform32() { return static_cast<double>(next()) * 0x1.0p-32; }
+  /// Jumps to word `word` of the stream (the next call of next() returns it).
+  void seek(uint64_t word) {
+    counter_ = static_cast<uint32_t>(word / 4);
+    block_ = encoders::detail::philox4x32_10(counter_++, c1_, c2_, c3_, k0_, k1_);
+    pos_ = static_cast<int>(word % 4);
   }
 
  private:
@@ -79,5 +70,18 @@ class RandomStream {
   encoders::detail::Philox4x32 block_{};
   int pos_ = 4;
 };
+
+/// A value of the distribution from the stream.
+inline double draw(const Distribution& d, RandomStream& s) {
+  switch (d.kind) {
+    case Distribution::Kind::kConstant:
+      return d.a;
+    case Distribution::Kind::kUniform:
+      return d.a + (d.b - d.a) * s.uniform();
+    case Distribution::Kind::kNormal:
+      return d.a + d.b * s.normal();
+  }
+  return d.a;
+}
 
 }  // namespace snn::populations::detail

@@ -47,9 +47,9 @@ expect_error "misspelt flag" "unknown option '--tua' for 'snnsim neuron' (did yo
 expect_error "misspelt flag with =" "unknown option '--epoch' for 'snnsim train' (did you mean '--epochs'?)" train --epoch=3
 expect_error "flag far from any" "unknown option '--frobnicate' for 'snnsim neuron' (see 'snnsim neuron --help')" neuron --frobnicate --input x.csv
 expect_error "flag before the command" "unknown option '--tau' for 'snnsim' (it is an option of neuron, train, run or bench: put it after the command)" --tau 3 neuron
-expect_error "misspelt command" "unknown command 'trian' (did you mean 'train'?; commands: neuron, train, run, recover, analyze, sweep, bench, inspect, export)" trian --T 4
+expect_error "misspelt command" "unknown command 'trian' (did you mean 'train'?; commands: neuron, train, run, recover, analyze, sweep, bench, inspect, export, simulate)" trian --T 4
 expect_error "unknown command" "unknown command 'fly' (commands: neuron, train" fly
-expect_error "no command" "a subcommand is required: neuron, train, run, recover, analyze, sweep, bench, inspect or export"
+expect_error "no command" "a subcommand is required: neuron, train, run, recover, analyze, sweep, bench, inspect, export or simulate"
 expect_clean "no command"
 expect_error "extra argument" "unexpected argument 'b.h5' for 'snnsim analyze' (it takes FILE)" analyze a.h5 b.h5
 

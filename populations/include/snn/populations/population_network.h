@@ -24,6 +24,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,10 @@ struct PopulationSpec {
   std::string name;
   int64_t size = 0;
   IafOptions neuron;
+  /// The membrane potential at the start (mV, absolute; NEST's V_m),
+  /// constant or drawn per neuron and trial from the input seed. Default
+  /// none: every neuron starts at E_L.
+  std::optional<Distribution> v_init;
 };
 
 /// Synapses from population `source` to population `target`.
