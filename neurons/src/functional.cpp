@@ -12,6 +12,7 @@
 
 #include "kernels.h"
 #include "snn/core/error.h"
+#include "snn/core/message_number.h"
 #include "snn/neurons/linear.h"
 
 #if SNN_WITH_CUDA
@@ -29,11 +30,7 @@ using neurons::detail::ForwardArgs;
 
 namespace {
 
-std::string fmt_double(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
+std::string fmt_double(double v) { return message_number(v); }
 
 bool is_zero_reset(const NeuronParams& p) { return !p.v_reset || *p.v_reset == 0.0; }
 

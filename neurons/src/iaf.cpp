@@ -13,6 +13,7 @@
 
 #include "iaf_kernels.h"
 #include "snn/core/error.h"
+#include "snn/core/message_number.h"
 
 #if SNN_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -35,14 +36,8 @@ IafModel parse_iaf_model(const std::string& name) {
 
 namespace {
 
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
 void positive(const char* name, double v, const char* unit) {
-  if (!(v > 0) || !std::isfinite(v)) throw Error(std::string(name) + " must be a positive number of " + unit + ", got " + num(v));
+  if (!(v > 0) || !std::isfinite(v)) throw Error(std::string(name) + " must be a positive number of " + unit + ", got " + message_number(v));
 }
 
 // NEST's propagator from a synaptic current (decaying with tau_syn) to the
@@ -101,13 +96,13 @@ void IafOptions::validate() const {
   }
   for (const auto& [name, v] : {std::pair<const char*, double>{"E_L", E_L()}, {"V_th", V_th()}, {"V_reset", V_reset()},
                                 {"I_e", I_e()}}) {
-    if (!std::isfinite(v)) throw Error(std::string(name) + " must be finite, got " + num(v));
+    if (!std::isfinite(v)) throw Error(std::string(name) + " must be finite, got " + message_number(v));
   }
   if (!(V_reset() < V_th())) {
-    throw Error("V_reset (" + num(V_reset()) + " mV) must be below V_th (" + num(V_th()) + " mV)");
+    throw Error("V_reset (" + message_number(V_reset()) + " mV) must be below V_th (" + message_number(V_th()) + " mV)");
   }
   if (std::isnan(V_min()) || V_min() == std::numeric_limits<double>::infinity()) {
-    throw Error("V_min must be a number of mV or -infinity, got " + num(V_min()));
+    throw Error("V_min must be a number of mV or -infinity, got " + message_number(V_min()));
   }
   refractory_steps();
 }
@@ -157,7 +152,7 @@ int64_t IafOptions::refractory_steps() const {
   const double steps = t_ref() / dt();
   if (!(t_ref() >= 0) || !std::isfinite(t_ref()) || std::fabs(steps - std::round(steps)) > 1e-9 * std::max(1.0, steps) ||
       steps > double(1 << 30)) {
-    throw Error("t_ref must be a whole number (>= 0) of steps of dt = " + num(dt()) + " ms, got " + num(t_ref()) + " ms");
+    throw Error("t_ref must be a whole number (>= 0) of steps of dt = " + message_number(dt()) + " ms, got " + message_number(t_ref()) + " ms");
   }
   return static_cast<int64_t>(std::round(steps));
 }
@@ -254,25 +249,7 @@ template <typename T>
 void iaf_forward_cpu(const IafArgs<T>& a) {
   // Neurons are independent: any split over threads gives the same values.
   at::parallel_for(0, a.n, 1024, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      T v = a.v[i], i_ex = a.i_ex[i], i_in = a.i_in[i], i0 = a.i0[i];
-      int32_t ref = a.ref[i];
-      const T i_e = a.i_e ? a.c.i_e + a.i_e[i % a.i_e_period] : a.c.i_e;
-      for (int64_t t = 0; t < a.steps; ++t) {
-        const int64_t j = t * a.n + i;
-        T h;
-        const bool spike = iaf_step<T>(a.ex[j], a.in ? a.in[j] : T(0), a.current ? a.current[j] : T(0), i_e, v, i_ex,
-                                       i_in, i0, ref, h, a.c);
-        a.spikes[j] = spike ? T(1) : T(0);
-        if (a.v_trace) a.v_trace[j] = v + a.v_offset;
-        if (a.h_trace) a.h_trace[j] = h + a.v_offset;
-      }
-      a.v[i] = v;
-      a.i_ex[i] = i_ex;
-      a.i_in[i] = i_in;
-      a.i0[i] = i0;
-      a.ref[i] = ref;
-    }
+    for (int64_t i = lo; i < hi; ++i) iaf_neuron_steps(a, i);
   });
 }
 

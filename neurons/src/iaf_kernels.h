@@ -32,6 +32,29 @@ struct IafArgs {
   IafCoeffs<T> c;
 };
 
+/// Neuron i's steps with its state in registers around iaf_step: the body
+/// of both the CPU loop (iaf.cpp) and the CUDA kernel (iaf_cuda.cu).
+template <typename T>
+SNN_HOST_DEVICE void iaf_neuron_steps(const IafArgs<T>& a, int64_t i) {
+  T v = a.v[i], i_ex = a.i_ex[i], i_in = a.i_in[i], i0 = a.i0[i];
+  int32_t ref = a.ref[i];
+  const T i_e = a.i_e ? a.c.i_e + a.i_e[i % a.i_e_period] : a.c.i_e;
+  for (int64_t t = 0; t < a.steps; ++t) {
+    const int64_t j = t * a.n + i;
+    T h;
+    const bool spike = iaf_step<T>(a.ex[j], a.in ? a.in[j] : T(0), a.current ? a.current[j] : T(0), i_e, v, i_ex,
+                                   i_in, i0, ref, h, a.c);
+    a.spikes[j] = spike ? T(1) : T(0);
+    if (a.v_trace) a.v_trace[j] = v + a.v_offset;
+    if (a.h_trace) a.h_trace[j] = h + a.v_offset;
+  }
+  a.v[i] = v;
+  a.i_ex[i] = i_ex;
+  a.i_in[i] = i_in;
+  a.i0[i] = i0;
+  a.ref[i] = ref;
+}
+
 template <typename T>
 void iaf_forward_cpu(const IafArgs<T>& args);
 #if SNN_WITH_CUDA

@@ -16,6 +16,7 @@
 
 #include "random_stream.h"
 #include "snn/core/error.h"
+#include "snn/core/message_number.h"
 
 namespace snn::populations {
 
@@ -48,23 +49,17 @@ ConnectionRule parse_connection_rule(const std::string& name) {
 
 namespace {
 
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
-
 // Delay in ms to whole steps of dt; `exact`: it must already be on the grid.
 int32_t delay_steps(double delay, double dt, bool exact) {
   const double steps = delay / dt, rounded = std::round(steps);
   if (!std::isfinite(steps) || rounded < 1 || (exact && steps < 1 - 1e-9)) {
-    throw Error("a delay of " + num(delay) + " ms is below one step of dt = " + num(dt) + " ms");
+    throw Error("a delay of " + message_number(delay) + " ms is below one step of dt = " + message_number(dt) + " ms");
   }
   if (exact && std::fabs(steps - rounded) > 1e-9 * rounded) {
-    throw Error("a delay of " + num(delay) + " ms is not a whole number of steps of dt = " + num(dt) + " ms");
+    throw Error("a delay of " + message_number(delay) + " ms is not a whole number of steps of dt = " + message_number(dt) + " ms");
   }
   if (rounded > std::numeric_limits<int16_t>::max()) {
-    throw Error("a delay of " + num(delay) + " ms is more than 32767 steps of dt = " + num(dt) + " ms");
+    throw Error("a delay of " + message_number(delay) + " ms is more than 32767 steps of dt = " + message_number(dt) + " ms");
   }
   return static_cast<int32_t>(rounded);
 }
@@ -161,14 +156,14 @@ void check_spec(int64_t n_source, int64_t n_target, const ConnectionSpec& spec, 
       const double pairs = static_cast<double>(n_source) * n_target - (exclude_self ? std::min(n_source, n_target) : 0);
       if (spec.total > 0 && pairs <= 0) throw Error("fixed_total_number: no pairs to draw from");
       if (!spec.multapses && static_cast<double>(spec.total) > pairs) {
-        throw Error("fixed_total_number: N = " + std::to_string(spec.total) + " is more than the " + num(pairs) +
+        throw Error("fixed_total_number: N = " + std::to_string(spec.total) + " is more than the " + message_number(pairs) +
                     " pairs there are without multapses");
       }
       if (spec.total > std::numeric_limits<uint32_t>::max()) throw Error("fixed_total_number: N must be below 2^32");
       break;
     }
     case ConnectionRule::kPairwiseBernoulli:
-      if (!(spec.p >= 0 && spec.p <= 1)) throw Error("pairwise_bernoulli: p must be in [0, 1], got " + num(spec.p));
+      if (!(spec.p >= 0 && spec.p <= 1)) throw Error("pairwise_bernoulli: p must be in [0, 1], got " + message_number(spec.p));
       break;
   }
 }
@@ -178,9 +173,9 @@ void check_spec(int64_t n_source, int64_t n_target, const ConnectionSpec& spec, 
 void Distribution::validate(const std::string& what) const {
   if (!std::isfinite(a) || !std::isfinite(b)) throw Error(what + ": parameters must be finite");
   if (kind == Kind::kUniform && !(b > a)) {
-    throw Error(what + ": uniform needs low < high, got low " + num(a) + ", high " + num(b));
+    throw Error(what + ": uniform needs low < high, got low " + message_number(a) + ", high " + message_number(b));
   }
-  if (kind == Kind::kNormal && !(b >= 0)) throw Error(what + ": normal needs std >= 0, got " + num(b));
+  if (kind == Kind::kNormal && !(b >= 0)) throw Error(what + ": normal needs std >= 0, got " + message_number(b));
 }
 
 int32_t Projection::max_delay() const {
@@ -197,7 +192,7 @@ int64_t Projection::bytes() const {
 
 Projection connect(int64_t n_source, int64_t n_target, const ConnectionSpec& spec, const SynapseSpec& synapse,
                    ConnectKey key, double dt, bool same_population) {
-  if (!(dt > 0) || !std::isfinite(dt)) throw Error("dt must be a positive number of ms, got " + num(dt));
+  if (!(dt > 0) || !std::isfinite(dt)) throw Error("dt must be a positive number of ms, got " + message_number(dt));
   const bool exclude_self = same_population && !spec.autapses;
   check_spec(n_source, n_target, spec, exclude_self);
   synapse.weight.validate("weight");

@@ -15,6 +15,7 @@
 
 #include "random_stream.h"
 #include "snn/core/error.h"
+#include "snn/core/message_number.h"
 
 namespace snn::populations {
 
@@ -24,12 +25,6 @@ using detail::draw;
 using neurons::detail::IafCoeffs;
 
 namespace {
-
-std::string num(double v) {
-  std::ostringstream os;
-  os << v;
-  return os.str();
-}
 
 // Trials and steps share the 40-bit id of a Poisson stream.
 constexpr int64_t kMaxSteps = int64_t{1} << 28;
@@ -47,7 +42,7 @@ int64_t PopulationNetworkSpec::population_index(const std::string& name) const {
 }
 
 void PopulationNetworkSpec::validate() const {
-  if (!(dt > 0) || !std::isfinite(dt)) throw Error("dt must be a positive number of ms, got " + num(dt));
+  if (!(dt > 0) || !std::isfinite(dt)) throw Error("dt must be a positive number of ms, got " + message_number(dt));
   if (populations.empty()) throw Error("the model defines no population");
   std::set<std::string> names;
   for (const auto& p : populations) {
@@ -62,8 +57,8 @@ void PopulationNetworkSpec::validate() const {
       throw Error("population '" + p.name + "': " + e.what());
     }
     if (std::fabs(p.neuron.dt() - dt) > 1e-12 * dt) {
-      throw Error("population '" + p.name + "': its model's dt " + num(p.neuron.dt()) + " ms is not the network's " +
-                  num(dt) + " ms");
+      throw Error("population '" + p.name + "': its model's dt " + message_number(p.neuron.dt()) + " ms is not the network's " +
+                  message_number(dt) + " ms");
     }
     if (p.v_init) {
       try {
@@ -95,9 +90,9 @@ void PopulationNetworkSpec::validate() const {
       throw Error(what + ": " + e.what());
     }
     if (!(d.rate_hz >= 0) || !std::isfinite(d.rate_hz)) {
-      throw Error(what + ": rate must be a finite number of Hz >= 0, got " + num(d.rate_hz));
+      throw Error(what + ": rate must be a finite number of Hz >= 0, got " + message_number(d.rate_hz));
     }
-    if (!std::isfinite(d.weight)) throw Error(what + ": weight must be finite, got " + num(d.weight));
+    if (!std::isfinite(d.weight)) throw Error(what + ": weight must be finite, got " + message_number(d.weight));
   }
 }
 
@@ -169,7 +164,7 @@ struct Drive {
 
 std::vector<double> poisson_cdf(double lambda, const std::string& name) {
   if (lambda > 500) {
-    throw Error("Poisson drive '" + name + "': rate x dt = " + num(lambda) +
+    throw Error("Poisson drive '" + name + "': rate x dt = " + message_number(lambda) +
                 " spikes per step is too many (at most 500); use a larger weight and a lower rate");
   }
   std::vector<double> cdf;

@@ -38,15 +38,6 @@ torch::Tensor spike_weights(int64_t T, int64_t B, int64_t N, double rate, double
   return (torch::rand({T, B, N}, torch::kDouble) < rate).to(torch::kDouble) * weight;
 }
 
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 TEST(Iaf, FreeMembraneFollowsTheClosedForm) {
   // A constant current below rheobase: V(t) = E_L + I_e tau_m / C_m (1 - exp(-t / tau_m)).
   for (IafModel model : {IafModel::kPscDelta, IafModel::kPscExp}) {
@@ -148,7 +139,7 @@ TEST(Iaf, PerNeuronCurrentsAddToTheLayersOwn) {
     EXPECT_TRUE(torch::equal(alone.v, all.v.slice(2, j, j + 1))) << "neuron " << j;
   }
   EXPECT_GT(all.spikes.sum().item<double>(), 5);
-  EXPECT_NE(message_of([&] { run(ex, {}, {}, IafOptions().I_e_neurons(torch::zeros({3}, torch::kDouble))); })
+  EXPECT_NE(test::message_of([&] { run(ex, {}, {}, IafOptions().I_e_neurons(torch::zeros({3}, torch::kDouble))); })
                 .find("I_e_neurons must have one sample's neuron shape [4]"),
             std::string::npos);
 }
@@ -169,7 +160,7 @@ TEST(Iaf, ModuleSplitsItsInputBySign) {
   layer->reset_state();
   layer->load_state(saved);
   EXPECT_EQ(layer->save_state()[0].data_ptr(), saved[0].data_ptr());
-  EXPECT_NE(message_of([&] { layer->forward(x.clone().requires_grad_()); }).find("no gradient"), std::string::npos);
+  EXPECT_NE(test::message_of([&] { layer->forward(x.clone().requires_grad_()); }).find("no gradient"), std::string::npos);
 }
 
 TEST(Iaf, Float32StaysCloseToFloat64) {
@@ -186,7 +177,7 @@ TEST(Iaf, Float32StaysCloseToFloat64) {
 TEST(Iaf, BadOptionsAndInputsNameTheValue) {
   const torch::Tensor x = torch::zeros({10, 1, 2}, torch::kDouble);
   const auto fails_with = [&](const IafOptions& o, const std::string& expected) {
-    const std::string what = message_of([&] { run(x, {}, {}, o); });
+    const std::string what = test::message_of([&] { run(x, {}, {}, o); });
     EXPECT_NE(what.find(expected), std::string::npos) << "got: " << what;
   };
   fails_with(IafOptions().dt(0), "dt must be a positive number of ms, got 0");
@@ -199,18 +190,18 @@ TEST(Iaf, BadOptionsAndInputsNameTheValue) {
   fails_with(IafOptions().I_e(INFINITY), "I_e must be finite");
   EXPECT_EQ(IafOptions().t_ref(1.5).refractory_steps(), 15);
   EXPECT_EQ(IafOptions().dt(0.25).t_ref(0.0).refractory_steps(), 0);
-  EXPECT_NE(message_of([] { parse_iaf_model("iaf_cond_exp"); })
+  EXPECT_NE(test::message_of([] { parse_iaf_model("iaf_cond_exp"); })
                 .find("unknown NEST model 'iaf_cond_exp': expected iaf_psc_delta or iaf_psc_exp"),
             std::string::npos);
   EXPECT_EQ(parse_iaf_model(to_string(IafModel::kPscExp)), IafModel::kPscExp);
-  EXPECT_NE(message_of([&] { run(x, torch::zeros({10, 1, 3}, torch::kDouble), {}, IafOptions()); })
+  EXPECT_NE(test::message_of([&] { run(x, torch::zeros({10, 1, 3}, torch::kDouble), {}, IafOptions()); })
                 .find("Iaf inputs must agree: in is [10, 1, 3]"),
             std::string::npos);
-  EXPECT_NE(message_of([&] { run(x.to(torch::kInt), {}, {}, IafOptions()); }).find("float32 or float64"),
+  EXPECT_NE(test::message_of([&] { run(x.to(torch::kInt), {}, {}, IafOptions()); }).find("float32 or float64"),
             std::string::npos);
   IafState state;
   run(x, {}, {}, IafOptions(), &state);
-  EXPECT_NE(message_of([&] { run(torch::zeros({10, 2, 2}, torch::kDouble), {}, {}, IafOptions(), &state); })
+  EXPECT_NE(test::message_of([&] { run(torch::zeros({10, 2, 2}, torch::kDouble), {}, {}, IafOptions(), &state); })
                 .find("reset the state first"),
             std::string::npos);
 }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "snn/core/error.h"
+#include "support/test_util.h"
 #include "snn/populations/connectivity.h"
 
 namespace snn::populations {
@@ -33,15 +34,6 @@ std::vector<int64_t> indegrees(const Projection& p) {
   std::vector<int64_t> in(p.n_target, 0);
   for (const auto& [s, t] : pairs_of(p)) ++in[t];
   return in;
-}
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
 }
 
 ConnectionSpec indegree(int64_t k, bool autapses = true, bool multapses = true) {
@@ -176,7 +168,7 @@ TEST(Connectivity, DrawnWeightsAndDelaysFollowTheirDistributions) {
 
 TEST(Connectivity, BadSpecsNameTheProblem) {
   const auto fails_with = [](const std::function<void()>& f, const std::string& expected) {
-    const std::string what = message_of(f);
+    const std::string what = test::message_of(f);
     EXPECT_NE(what.find(expected), std::string::npos) << "got: " << what;
   };
   ConnectionSpec bern;

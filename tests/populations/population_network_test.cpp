@@ -12,19 +12,11 @@
 #include <string>
 
 #include "snn/core/error.h"
+#include "support/test_util.h"
 #include "snn/populations/population_network.h"
 
 namespace snn::populations {
 namespace {
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
 
 // A pacemaker (I_e above rheobase) projecting all-to-all with a 1.5 ms
 // delay onto two neurons of the given model.
@@ -151,7 +143,7 @@ TEST(PopulationNetwork, BrunelAsynchronousIrregularState) {
 
 TEST(PopulationNetwork, BadModelsNameTheEntry) {
   const auto fails_with = [](const std::function<void()>& f, const std::string& expected) {
-    const std::string what = message_of(f);
+    const std::string what = test::message_of(f);
     EXPECT_NE(what.find(expected), std::string::npos) << "got: " << what;
   };
   PopulationNetworkSpec spec = pacemaker(IafModel::kPscDelta, 1.0);

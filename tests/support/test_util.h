@@ -6,6 +6,7 @@
 #include <torch/types.h>
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -35,6 +36,16 @@ inline torch::Tensor json_matrix(const nlohmann::json& m, torch::ScalarType dtyp
     }
   }
   return out;
+}
+
+/// What `f` throws (its what()), or "(no exception)".
+inline std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
 }
 
 /// The test property that marks a skip as allowed (see test_main.cpp).
