@@ -791,15 +791,17 @@ void RecordingFile::commit() {
   hdf5::QuietHdf5 quiet;
   if (s_->finished) throw Error("recording: commit after finish");
   // Everything appended reaches the file before what vouches for it (the
-  // report's time axis and the counter): those are small contiguous
-  // datasets whose writes can reach the disk at once, while chunk data and
-  // dataset extents wait in HDF5's caches until a flush. Killed in between,
-  // the file holds more than it claims, never less.
+  // report's time axes, then the counter), each step flushed before the
+  // next: every small contiguous dataset keeps its own sieve buffer, and one
+  // H5Fflush writes those out in its own order (the counter went first, so a
+  // run killed in between claimed samples its time axis did not cover).
+  // Killed anywhere, the file holds at least what the counter claims.
   check(H5Fflush(s_->file.get(), H5F_SCOPE_GLOBAL), "recording: cannot flush '" + partial_path() + "'");
   const double t_stop = static_cast<double>(s_->appended) * static_cast<double>(s_->layout.steps) * s_->layout.dt_ms;
   for (auto& t : s_->report_times) {
     const double time[3] = {0.0, t_stop, s_->layout.dt_ms};
     write_scalar(t.get(), H5T_NATIVE_DOUBLE, time, "report time");
+    check(H5Dflush(t.get()), "recording: cannot flush a report's time axis in '" + partial_path() + "'");
   }
   const uint64_t n = static_cast<uint64_t>(s_->appended);
   write_scalar(s_->counter.get(), H5T_NATIVE_UINT64, &n, "samples_committed");

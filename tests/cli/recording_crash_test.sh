@@ -32,6 +32,35 @@ start=$(date +%s.%N)
 "$snnsim" "${run[@]}" --output "$tmp/ref.h5" >"$tmp/ref.out" 2>&1 || fail "reference run failed: $(cat "$tmp/ref.out")"
 seconds=$("$python" -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$start" "$(date +%s.%N)")
 
+# What vouches for samples reaches the file after them, write by write: the
+# report's time axis covers a commit before the counter claims it (a kill
+# between the two writes must not leave a counter ahead of its time axis).
+# The seeded kills below land there by chance only; strace shows every
+# commit's writes in their order.
+command -v strace >/dev/null || fail "strace (installed by scripts/setup.sh) is missing"
+strace -f -xx -e trace=pwrite64,pwritev -o "$tmp/writes.txt" "$snnsim" "${settings[@]}" --batch-size 500 \
+  --output "$tmp/order.h5" >"$tmp/order.out" 2>&1 || fail "traced run failed: $(cat "$tmp/order.out")"
+"$python" - "$tmp/order.h5" "$tmp/writes.txt" <<'PY' && ok || fail "a commit wrote its counter before its time axis"
+import re, struct, sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    counter = f["meta/samples_committed"].id.get_offset()
+    time = f["report/hidden/mapping/time"].id.get_offset()
+    steps, dt = int(f["meta"].attrs["steps_per_sample"]), f["report/hidden/mapping/time"][2]
+covered, commits = 0.0, 0
+for line in open(sys.argv[2]):
+    m = re.search(r'pwrite64\(\d+, "((?:\\x[0-9a-f]{2})*)", (\d+), (\d+)\)', line)
+    if not m or int(m[3]) not in (counter, time):
+        continue
+    data = bytes.fromhex(m[1].replace("\\x", ""))
+    if int(m[3]) == time:
+        covered = struct.unpack("<3d", data)[1]
+    else:
+        n = struct.unpack("<Q", data)[0]
+        assert n * steps * dt <= covered, f"counter {n} written while the time axis ends at {covered} ms"
+        commits += n > 0
+assert commits >= 16, commits  # 8,000 samples in batches of 500
+PY
+
 # SIGKILL at seeded random points, each once the recording has committed at
 # least a drawn number of samples (signal_run.py reads the counter as any
 # SWMR reader may) and a drawn fraction of a batch later: the file holds at
