@@ -5,6 +5,7 @@
 #include "snn/populations/model_file.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -14,6 +15,7 @@
 
 #include "snn/core/error.h"
 #include "snn/graph/detail/text_document.h"
+#include "snn/populations/quantity.h"
 
 namespace snn::populations {
 
@@ -21,44 +23,97 @@ using nlohmann::json;
 
 namespace {
 
-enum class Dim { kTime, kPotential, kCurrent, kCapacitance, kRate };
-
-const char* dim_name(Dim d) {
-  switch (d) {
-    case Dim::kTime:
-      return "a time (ms)";
-    case Dim::kPotential:
-      return "a potential (mV)";
-    case Dim::kCurrent:
-      return "a current (pA)";
-    case Dim::kCapacitance:
-      return "a capacitance (pF)";
-    case Dim::kRate:
-      return "a rate (Hz)";
-  }
-  return "?";
-}
-
-// Each unit's dimension and factor to the dimension's unit.
-const std::map<std::string, std::pair<Dim, double>>& units() {
-  static const std::map<std::string, std::pair<Dim, double>> u{
-      {"ms", {Dim::kTime, 1.0}},        {"s", {Dim::kTime, 1000.0}},        {"us", {Dim::kTime, 1e-3}},
-      {"mV", {Dim::kPotential, 1.0}},   {"V", {Dim::kPotential, 1000.0}},   {"uV", {Dim::kPotential, 1e-3}},
-      {"pA", {Dim::kCurrent, 1.0}},     {"nA", {Dim::kCurrent, 1000.0}},    {"uA", {Dim::kCurrent, 1e6}},
-      {"pF", {Dim::kCapacitance, 1.0}}, {"nF", {Dim::kCapacitance, 1000.0}},
-      {"Hz", {Dim::kRate, 1.0}},        {"kHz", {Dim::kRate, 1000.0}}};
-  return u;
-}
-
 std::string shown(const json& v) {
   const std::string s = v.dump();
   return s.size() > 60 ? s.substr(0, 60) + "..." : s;
 }
 
+// An error inside a parameter's own definition, named by the parameter
+// rather than by the entry that used it.
+struct ParameterError : Error {
+  using Error::Error;
+};
+
+// The model's [parameters]: named numbers or expressions (quantity.h),
+// evaluated on first use so that they may refer to each other in any order;
+// `set` replaces some of them (a sweep's point, `snnsim simulate --set`).
+class Parameters {
+ public:
+  Parameters(const json* table, std::string where) : where_(std::move(where)) {
+    if (!table) return;
+    if (!table->is_object()) throw Error(where_ + ": expected a table of named values, got " + shown(*table));
+    for (const auto& [name, value] : table->items()) {
+      check_name(name);
+      if (!value.is_number() && !value.is_string()) {
+        throw Error(where_ + ", '" + name + "': expected a number or an expression such as \"0.1 mV\", got " +
+                    shown(value));
+      }
+      text_[name] = value.is_string() ? value.get<std::string>() : value.dump();
+    }
+  }
+
+  // Replaces `name`'s value; it must be one of the file's parameters.
+  void set(const std::string& name, const std::string& text) {
+    if (!text_.count(name)) {
+      std::string known;
+      for (const auto& [n, t] : text_) known += (known.empty() ? "" : ", ") + n;
+      throw Error(where_ + " has no '" + name + "' to set" +
+                  (known.empty() ? std::string(" (the model defines none)") : " (it defines " + known + ")"));
+    }
+    text_[name] = text;
+  }
+
+  const std::map<std::string, std::string>& texts() const { return text_; }
+
+  bool lookup(const std::string& name, Quantity& out) const {
+    const auto it = text_.find(name);
+    if (it == text_.end()) return false;
+    if (const auto v = value_.find(name); v != value_.end()) {
+      out = v->second;
+      return true;
+    }
+    if (std::find(active_.begin(), active_.end(), name) != active_.end()) {
+      std::string chain;
+      for (const auto& a : active_) chain += a + " -> ";
+      throw ParameterError(where_ + ": '" + name + "' is defined through itself (" + chain + name + ")");
+    }
+    active_.push_back(name);
+    try {
+      out = evaluate_expression(it->second, [this](const std::string& n, Quantity& q) { return lookup(n, q); });
+    } catch (const ParameterError&) {
+      active_.clear();
+      throw;
+    } catch (const Error& e) {
+      active_.clear();
+      throw ParameterError(where_ + ", '" + name + "': " + e.what());
+    }
+    active_.pop_back();
+    value_[name] = out;
+    return true;
+  }
+
+ private:
+  void check_name(const std::string& name) const {
+    const bool ok = !name.empty() && (std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_') &&
+                    std::all_of(name.begin(), name.end(),
+                                [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+    if (!ok) throw Error(where_ + ": '" + name + "' is not a name (letters, digits and _, not first a digit)");
+    if (is_unit(name)) throw Error(where_ + ": '" + name + "' is a unit and cannot name a parameter");
+  }
+
+  std::string where_;
+  std::map<std::string, std::string> text_;
+  mutable std::map<std::string, Quantity> value_;
+  mutable std::vector<std::string> active_;
+};
+
 // One entry of the file (the whole file, a population, a projection, ...).
 struct Entry {
   const json& j;
   std::string where;  // "model 'x.toml', population 'E'"
+  const Parameters& params;
+
+  Entry child(const json& v, const std::string& w) const { return Entry{v, w, params}; }
 
   [[noreturn]] void fail(const std::string& what) const { throw Error(where + ": " + what); }
 
@@ -81,44 +136,52 @@ struct Entry {
     if (!v.is_string()) fail("'" + key + "' must be a string, got " + shown(v));
     return v.get<std::string>();
   }
+  // An integer, or an expression giving a whole plain number.
   int64_t integer(const std::string& key) const {
     const json& v = at(key);
-    if (!v.is_number_integer()) fail("'" + key + "' must be an integer, got " + shown(v));
-    return v.get<int64_t>();
+    if (v.is_number_integer()) return v.get<int64_t>();
+    if (!v.is_string()) fail("'" + key + "' must be an integer, got " + shown(v));
+    const double x = quantity_of(v, key, Kind::kNumber);
+    if (x != std::floor(x) || std::fabs(x) > 9007199254740992.0) {
+      fail("'" + key + "' must be a whole number, but '" + v.get<std::string>() + "' is " + shown(json(x)));
+    }
+    return static_cast<int64_t>(x);
   }
   bool boolean(const std::string& key) const {
     const json& v = at(key);
     if (!v.is_boolean()) fail("'" + key + "' must be true or false, got " + shown(v));
     return v.get<bool>();
   }
-  // A number in dim's unit, or a string "<number> <unit>".
-  double quantity(const std::string& key, Dim dim) const { return quantity_of(at(key), key, dim); }
-  double quantity_of(const json& v, const std::string& key, Dim dim) const {
+  // A number in the kind's unit, or an expression ("1.5 ms", "-g * J").
+  double quantity(const std::string& key, Kind kind) const { return quantity_of(at(key), key, kind); }
+  double quantity_of(const json& v, const std::string& key, Kind kind) const {
     if (v.is_number()) {
       const double x = v.get<double>();
       if (!std::isfinite(x)) fail("'" + key + "' must be finite");
       return x;
     }
-    if (!v.is_string()) fail("'" + key + "' must be " + dim_name(dim) + ", a number or a string such as \"1.5 ms\"; got " + shown(v));
-    const std::string s = v.get<std::string>();
-    std::istringstream in(s);
-    double x = 0;
-    std::string unit, rest;
-    if (!(in >> x) || !(in >> unit) || (in >> rest) || !std::isfinite(x)) {
-      fail("'" + key + "': '" + s + "' is not a number and a unit such as \"1.5 ms\"");
+    if (!v.is_string()) {
+      fail("'" + key + "' must be " + kind_name(kind) + ", a number or a string such as \"1.5 ms\"; got " + shown(v));
     }
-    const auto it = units().find(unit);
-    if (it == units().end()) fail("'" + key + "': '" + s + "' has an unknown unit '" + unit + "'");
-    if (it->second.first != dim) {
-      fail("'" + key + "': '" + s + "' is " + dim_name(it->second.first) + ", but '" + key + "' is " + dim_name(dim));
+    const std::string text = v.get<std::string>();
+    Quantity q;
+    try {
+      q = evaluate_expression(text, [this](const std::string& n, Quantity& out) { return params.lookup(n, out); });
+    } catch (const ParameterError&) {
+      throw;  // names the parameter itself
+    } catch (const Error& e) {
+      fail("'" + key + "': " + e.what());
     }
-    return x * it->second.second;
+    if (!q.dimensionless() && q.dim != dimension_of(kind)) {
+      fail("'" + key + "': '" + text + "' is " + dimension_name(q.dim) + ", but '" + key + "' is " + kind_name(kind));
+    }
+    return value_as(q, kind);
   }
   // A constant, or {distribution = "normal", mean, std} / {distribution = "uniform", low, high}.
-  Distribution distribution(const std::string& key, Dim dim) const {
+  Distribution distribution(const std::string& key, Kind dim) const {
     const json& v = at(key);
     if (!v.is_object()) return Distribution::constant(quantity(key, dim));
-    const Entry d{v, where + ", '" + key + "'"};
+    const Entry d = child(v, where + ", '" + key + "'");
     const std::string kind = d.text("distribution");
     if (kind == "normal") {
       d.only({"distribution", "mean", "std"});
@@ -145,21 +208,21 @@ struct Entry {
   }
 };
 
-Dim dim_of_parameter(const std::string& name) {
+Kind kind_of_parameter(const std::string& name) {
   if (name == "dt" || name == "tau_m" || name == "t_ref" || name == "tau_syn_ex" || name == "tau_syn_in") {
-    return Dim::kTime;
+    return Kind::kTime;
   }
-  if (name == "C_m") return Dim::kCapacitance;
-  if (name == "I_e") return Dim::kCurrent;
-  return Dim::kPotential;  // E_L, V_th, V_reset, V_min
+  if (name == "C_m") return Kind::kCapacitance;
+  if (name == "I_e") return Kind::kCurrent;
+  return Kind::kPotential;  // E_L, V_th, V_reset, V_min
 }
 
-PopulationSpec read_population(const json& j, const std::string& where, size_t index, double dt) {
-  const Entry e{j, where + ", population " + std::to_string(index)};
+PopulationSpec read_population(const Entry& e, double dt) {
+  const json& j = e.j;
   e.only({"name", "model", "size", "params"});
   PopulationSpec p;
   p.name = e.text("name");
-  const Entry named{j, where + ", population '" + p.name + "'"};
+  const Entry named = e.child(j, e.where.substr(0, e.where.rfind(", population ")) + ", population '" + p.name + "'");
   try {
     p.neuron = IafOptions(parse_iaf_model(named.text("model")));
   } catch (const Error& err) {
@@ -174,7 +237,7 @@ PopulationSpec read_population(const json& j, const std::string& where, size_t i
   for (const auto& [key, value] : params.items()) {
     if (key == "dt") named.fail("params: 'dt' is the model's, set at the top of the file");
     if (key == "V_m") {  // the initial potential: a constant or a distribution
-      p.v_init = Entry{params, named.where + ", params"}.distribution("V_m", Dim::kPotential);
+      p.v_init = named.child(params, named.where + ", params").distribution("V_m", Kind::kPotential);
       try {
         p.v_init->validate("V_m");
       } catch (const Error& err) {
@@ -184,7 +247,7 @@ PopulationSpec read_population(const json& j, const std::string& where, size_t i
     }
     if (key == "I_e" && value.is_array()) {
       std::vector<double> currents;
-      for (const auto& x : value) currents.push_back(named.quantity_of(x, "I_e", Dim::kCurrent));
+      for (const auto& x : value) currents.push_back(named.quantity_of(x, "I_e", Kind::kCurrent));
       if (static_cast<int64_t>(currents.size()) != p.size) {
         named.fail("params: 'I_e' lists " + std::to_string(currents.size()) + " currents for " +
                    std::to_string(p.size) + " neurons");
@@ -192,7 +255,7 @@ PopulationSpec read_population(const json& j, const std::string& where, size_t i
       p.neuron.I_e_neurons(torch::tensor(currents, torch::kDouble));
       continue;
     }
-    const double v = named.quantity_of(value, key, dim_of_parameter(key));
+    const double v = named.quantity_of(value, key, kind_of_parameter(key));
     try {
       set_iaf_parameter(p.neuron, key, v);
     } catch (const Error& err) {
@@ -207,7 +270,7 @@ ProjectionSpec read_projection(const Entry& e, const std::map<std::string, IafMo
   ProjectionSpec pr;
   pr.source = e.text("source");
   pr.target = e.text("target");
-  const Entry named{e.j, e.where + " (" + pr.source + " -> " + pr.target + ")"};
+  const Entry named = e.child(e.j, e.where + " (" + pr.source + " -> " + pr.target + ")");
   for (const auto& name : {pr.source, pr.target}) {
     if (!models.count(name)) {
       std::string known;
@@ -233,8 +296,7 @@ ProjectionSpec read_projection(const Entry& e, const std::map<std::string, IafMo
   if (named.has("indegree")) c.indegree = named.integer("indegree");
   if (named.has("N")) c.total = named.integer("N");
   if (named.has("p")) {
-    if (!named.at("p").is_number()) named.fail("'p' must be a number, got " + shown(named.at("p")));
-    c.p = named.at("p").get<double>();
+    c.p = named.quantity("p", Kind::kNumber);
     if (!(c.p >= 0 && c.p <= 1)) named.fail("'p' must be a probability in [0, 1], got " + shown(named.at("p")));
   }
   if (c.indegree < 0) named.fail("'indegree' must be >= 0, got " + std::to_string(c.indegree));
@@ -242,9 +304,9 @@ ProjectionSpec read_projection(const Entry& e, const std::map<std::string, IafMo
   if (named.has("autapses")) c.autapses = named.boolean("autapses");
   if (named.has("multapses")) c.multapses = named.boolean("multapses");
   // The weight's unit is the target model's: mV jumps (psc_delta) or pA currents (psc_exp).
-  const Dim weight_dim = models.at(pr.target) == IafModel::kPscDelta ? Dim::kPotential : Dim::kCurrent;
+  const Kind weight_dim = models.at(pr.target) == IafModel::kPscDelta ? Kind::kPotential : Kind::kCurrent;
   pr.synapse.weight = named.has("weight") ? named.distribution("weight", weight_dim) : Distribution::constant(1.0);
-  pr.synapse.delay = named.has("delay") ? named.distribution("delay", Dim::kTime) : Distribution::constant(1.0);
+  pr.synapse.delay = named.has("delay") ? named.distribution("delay", Kind::kTime) : Distribution::constant(1.0);
   try {
     pr.synapse.weight.validate("weight");
     pr.synapse.delay.validate("delay");
@@ -258,20 +320,33 @@ ProjectionSpec read_projection(const Entry& e, const std::map<std::string, IafMo
 
 int64_t PopulationModel::steps() const { return static_cast<int64_t>(std::llround(duration_ms / network.dt)); }
 
-PopulationModel parse_population_model(const std::string& text, const std::string& where) {
-  const json doc = graph::detail::parse_text_document(text, where);
-  const Entry top{doc, where};
-  top.only({"dt", "duration", "trials", "seed", "input_seed", "population", "projection", "poisson", "record"});
+PopulationModel parse_population_model(const std::string& text, const std::string& where,
+                                       const std::vector<std::pair<std::string, std::string>>& set) {
+  json doc = graph::detail::parse_text_document(text, where);
+  Parameters params(doc.is_object() && doc.contains("parameters") ? &doc.at("parameters") : nullptr,
+                    where + ", parameters");
+  for (const auto& [name, value] : set) {
+    params.set(name, value);
+    doc["parameters"][name] = value;  // the provenance says what ran
+  }
+  const Entry top{doc, where, params};
+  top.only({"dt", "duration", "trials", "seed", "input_seed", "parameters", "population", "projection", "poisson",
+            "record"});
+  // Every parameter is evaluated, used or not: a typo fails here.
+  for (const auto& [name, t] : params.texts()) {
+    Quantity q;
+    params.lookup(name, q);
+  }
   PopulationModel m;
   m.json = doc.dump();
   PopulationNetworkSpec& net = m.network;
-  net.dt = top.has("dt") ? top.quantity("dt", Dim::kTime) : 0.1;
+  net.dt = top.has("dt") ? top.quantity("dt", Kind::kTime) : 0.1;
   if (!(net.dt > 0)) top.fail("'dt' must be a positive time, got " + shown(top.at("dt")));
   const double grid = net.dt / 0.1;
   if (std::fabs(grid - std::round(grid)) > 1e-9 * std::max(1.0, grid)) {
     top.fail("'dt' must be a multiple of 0.1 ms, got " + shown(top.at("dt")));
   }
-  m.duration_ms = top.quantity("duration", Dim::kTime);
+  m.duration_ms = top.quantity("duration", Kind::kTime);
   const double steps = m.duration_ms / net.dt;
   if (!(steps >= 1) || std::fabs(steps - std::round(steps)) > 1e-9 * steps) {
     top.fail("'duration' must be a positive whole number of steps of dt = " + shown(json(net.dt)) + " ms, got " +
@@ -289,7 +364,7 @@ PopulationModel parse_population_model(const std::string& text, const std::strin
   std::map<std::string, IafModel> models;
   const json& pops = top.list("population");
   for (size_t i = 0; i < pops.size(); ++i) {
-    const PopulationSpec p = read_population(pops[i], where, i, net.dt);
+    const PopulationSpec p = read_population(top.child(pops[i], where + ", population " + std::to_string(i)), net.dt);
     if (models.count(p.name)) top.fail("population '" + p.name + "' is defined twice");
     models[p.name] = p.neuron.model();
     net.populations.push_back(p);
@@ -297,27 +372,27 @@ PopulationModel parse_population_model(const std::string& text, const std::strin
   if (top.has("projection")) {
     const json& prs = top.list("projection");
     for (size_t i = 0; i < prs.size(); ++i) {
-      net.projections.push_back(read_projection(Entry{prs[i], where + ", projection " + std::to_string(i)}, models));
+      net.projections.push_back(read_projection(top.child(prs[i], where + ", projection " + std::to_string(i)), models));
     }
   }
   if (top.has("poisson")) {
     const json& drives = top.list("poisson");
     for (size_t i = 0; i < drives.size(); ++i) {
-      const Entry e{drives[i], where + ", poisson " + std::to_string(i)};
+      const Entry e = top.child(drives[i], where + ", poisson " + std::to_string(i));
       e.only({"name", "target", "rate", "weight"});
       PoissonDriveSpec d;
       d.name = e.has("name") ? e.text("name") : "poisson" + std::to_string(i);
-      const Entry named{drives[i], where + ", Poisson drive '" + d.name + "'"};
+      const Entry named = top.child(drives[i], where + ", Poisson drive '" + d.name + "'");
       d.target = named.text("target");
       if (!models.count(d.target)) named.fail("population '" + d.target + "' is not defined");
-      d.rate_hz = named.quantity("rate", Dim::kRate);
+      d.rate_hz = named.quantity("rate", Kind::kRate);
       if (d.rate_hz < 0) named.fail("'rate' must be >= 0 Hz, got " + shown(named.at("rate")));
-      d.weight = named.quantity("weight", models.at(d.target) == IafModel::kPscDelta ? Dim::kPotential : Dim::kCurrent);
+      d.weight = named.quantity("weight", models.at(d.target) == IafModel::kPscDelta ? Kind::kPotential : Kind::kCurrent);
       net.drives.push_back(d);
     }
   }
   if (top.has("record")) {
-    const Entry r{top.at("record"), where + ", record"};
+    const Entry r = top.child(top.at("record"), where + ", record");
     r.only({"spikes", "v", "v_neurons"});
     if (r.has("spikes")) m.record.record_spikes = r.names("spikes");
     if (r.has("v")) m.record.record_v = r.names("v");
@@ -342,11 +417,12 @@ PopulationModel parse_population_model(const std::string& text, const std::strin
   return m;
 }
 
-PopulationModel read_population_model(const std::string& path) {
+PopulationModel read_population_model(const std::string& path,
+                                      const std::vector<std::pair<std::string, std::string>>& set) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error("model '" + path + "': cannot open it");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_population_model(text, "model '" + path + "'");
+  return parse_population_model(text, "model '" + path + "'", set);
 }
 
 }  // namespace snn::populations

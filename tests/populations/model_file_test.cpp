@@ -8,6 +8,7 @@
 
 #include "snn/core/error.h"
 #include "snn/populations/model_file.h"
+#include "snn/populations/quantity.h"
 
 namespace snn::populations {
 namespace {
@@ -83,6 +84,122 @@ TEST(PopulationModelFile, UnitsBecomeTheDocumentedOnes) {
   EXPECT_EQ(net.simulate(run).trials, 2);
 }
 
+TEST(Quantity, UnitsAndArithmetic) {
+  const auto as = [](const std::string& text, Kind k) { return value_as(evaluate_expression(text), k); };
+  // Written in the documented unit, or a power of ten from it: exact.
+  EXPECT_EQ(as("20 kHz", Kind::kRate), 20000.0);
+  EXPECT_EQ(as("12.5 Hz", Kind::kRate), 12.5);
+  EXPECT_EQ(as("0.5 nA", Kind::kCurrent), 500.0);
+  EXPECT_EQ(as("1.5 ms", Kind::kTime), 1.5);
+  EXPECT_EQ(as("0.25 s", Kind::kTime), 250.0);
+  EXPECT_EQ(as("-0.05 V", Kind::kPotential), -50.0);
+  EXPECT_EQ(as("250 pF", Kind::kCapacitance), 250.0);
+  EXPECT_EQ(as("7", Kind::kTime), 7.0);  // a plain number is in the field's unit
+  // pF = pA ms / mV; Hz = 1 / s.
+  EXPECT_DOUBLE_EQ(as("500 pA * 2 ms / 4 mV", Kind::kCapacitance), 250.0);
+  EXPECT_DOUBLE_EQ(as("1 / (20 ms)", Kind::kRate), 50.0);
+  EXPECT_DOUBLE_EQ(as("2 * (1 + 2) * 3 - 4 / 2", Kind::kNumber), 16.0);
+  EXPECT_DOUBLE_EQ(as("-(0.1 + 0.4) mV", Kind::kPotential), -0.5);
+  EXPECT_DOUBLE_EQ(as("1 s + 500 ms", Kind::kTime), 1500.0);
+  EXPECT_DOUBLE_EQ(as("2e-3 s", Kind::kTime), 2.0);
+  const NameLookup names = [](const std::string& n, Quantity& q) {
+    if (n == "g") q = evaluate_expression("5");
+    else if (n == "J") q = evaluate_expression("0.1 mV");
+    else return false;
+    return true;
+  };
+  EXPECT_DOUBLE_EQ(value_as(evaluate_expression("-g * J", names), Kind::kPotential), -0.5);
+  EXPECT_EQ(kind_name(Kind::kRate), "a rate (Hz)");
+  EXPECT_EQ(dimension_name(evaluate_expression("1 mV * 1 ms").dim), "a quantity in ms mV");
+  const auto error_of = [&](const std::string& text) {
+    try {
+      evaluate_expression(text, names);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no exception)");
+  };
+  EXPECT_EQ(error_of("1 ms + 1 mV"), "'1 ms + 1 mV': adds a potential (mV) to a time (ms) at character 12");
+  EXPECT_EQ(error_of("g * K"), "'g * K': 'K' is neither a parameter nor a unit at character 5");
+  EXPECT_EQ(error_of("2 mv"), "'2 mv' has an unknown unit 'mv' (units: ms s us mV V uV pA nA uA pF nF Hz kHz)");
+  EXPECT_EQ(error_of("(1 + 2"), "'(1 + 2': expected ')' at character 7");
+  EXPECT_EQ(error_of("1 / (g - 5)"), "'1 / (g - 5)': division by zero at character 12");
+  EXPECT_EQ(error_of(""), "'' is empty");
+  EXPECT_EQ(error_of("1 2"), "'1 2': unexpected '2' at character 3");
+  try {
+    value_as(evaluate_expression("3 ms"), Kind::kRate);
+    ADD_FAILURE() << "a time taken as a rate";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "is a time (ms), not a rate (Hz)");
+  }
+}
+
+const char* kParameterised = R"toml(
+duration = "10 ms"
+[parameters]
+g = 5
+eta = 2
+J = "0.1 mV"
+C_E = 20
+nu_th = "V_th / (J * C_E * tau_m)"   # refers to parameters defined before and after it
+V_th = "20 mV"
+tau_m = "20 ms"
+[[population]]
+name = "E"
+model = "iaf_psc_delta"
+size = "4 * C_E"
+params = { V_th = "V_th", tau_m = "tau_m" }
+[[projection]]
+source = "E"
+target = "E"
+rule = "fixed_indegree"
+indegree = "C_E / 2"
+weight = "-g * J"
+[[poisson]]
+target = "E"
+rate = "eta * nu_th * C_E"
+weight = "J"
+)toml";
+
+TEST(PopulationModelFile, ParametersAndTheirOverrides) {
+  const PopulationModel m = parse_population_model(kParameterised, "model 'p'");
+  EXPECT_EQ(m.network.populations.at(0).size, 80);
+  EXPECT_EQ(m.network.projections.at(0).connection.indegree, 10);
+  EXPECT_DOUBLE_EQ(m.network.projections.at(0).synapse.weight.a, -0.5);
+  EXPECT_DOUBLE_EQ(m.network.drives.at(0).rate_hz, 2 * 500.0 * 20);  // nu_th = 500 Hz per input
+  EXPECT_DOUBLE_EQ(m.network.populations.at(0).neuron.V_th(), 20.0);
+  // A sweep's point: g, eta and J replaced; what ran is in the provenance.
+  const PopulationModel s = parse_population_model(kParameterised, "model 'p'", {{"g", "3"}, {"eta", "0.9"}, {"J", "0.2 mV"}});
+  EXPECT_DOUBLE_EQ(s.network.projections.at(0).synapse.weight.a, -0.6);
+  EXPECT_DOUBLE_EQ(s.network.drives.at(0).rate_hz, 0.9 * 250.0 * 20);
+  EXPECT_DOUBLE_EQ(s.network.drives.at(0).weight, 0.2);
+  EXPECT_NE(s.json.find("\"eta\":\"0.9\""), std::string::npos) << s.json;
+  EXPECT_DOUBLE_EQ(parse_population_model(s.json, "json").network.drives.at(0).rate_hz, s.network.drives.at(0).rate_hz);
+
+  const auto fails_with = [](const std::string& text, const std::vector<std::pair<std::string, std::string>>& set,
+                             const std::string& expected) {
+    std::string what = "(no exception)";
+    try {
+      parse_population_model(text, "model 'p'", set);
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    EXPECT_NE(what.find(expected), std::string::npos) << "got: " << what;
+  };
+  fails_with(kParameterised, {{"gg", "3"}},
+             "model 'p', parameters has no 'gg' to set (it defines C_E, J, V_th, eta, g, nu_th, tau_m)");
+  fails_with(kParameterised, {{"J", "0.2 pA"}},
+             "model 'p', projection 0 (E -> E): 'weight': '-g * J' is a current (pA), but 'weight' is a potential (mV)");
+  fails_with(kParameterised, {{"g", "h"}}, "model 'p', parameters, 'g': 'h': 'h' is neither a parameter nor a unit");
+  fails_with(kParameterised, {{"C_E", "2.5"}}, "model 'p', projection 0 (E -> E): 'indegree' must be a whole number, but 'C_E / 2' is 1.25");
+  fails_with(kParameterised, {{"g", "eta * g"}}, "model 'p', parameters: 'g' is defined through itself (g -> g)");
+  fails_with(kParameterised, {{"eta", "g"}, {"g", "eta"}}, "is defined through itself (eta -> g -> eta)");
+  fails_with(std::string(kParameterised) + "", {{"eta", "1 +"}}, "model 'p', parameters, 'eta': '1 +': expected a value");
+  fails_with("duration = 1\n[parameters]\nms = 3\n", {}, "model 'p', parameters: 'ms' is a unit and cannot name a parameter");
+  fails_with("duration = 1\n[parameters]\nunused = \"2 mv\"\n", {}, "model 'p', parameters, 'unused': '2 mv' has an unknown unit");
+  fails_with("duration = 1\n[parameters]\nx = [1]\n", {}, "model 'p', parameters, 'x': expected a number or an expression");
+}
+
 TEST(PopulationModelFile, ErrorsNameTheEntry) {
   const auto fails_with = [](const std::string& text, const std::string& expected) {
     std::string what = "(no exception)";
@@ -99,6 +216,7 @@ TEST(PopulationModelFile, ErrorsNameTheEntry) {
   fails_with(head + "params = { dt = 0.2 }\n", "'dt' is the model's, set at the top of the file");
   fails_with(head + "[[poisson]]\ntarget = \"a\"\nrate = \"5 mV\"\nweight = 1\n",
              "Poisson drive 'poisson0': 'rate': '5 mV' is a potential (mV), but 'rate' is a rate (Hz)");
+
   fails_with(head + "[[projection]]\nsource = \"a\"\ntarget = \"a\"\nrule = \"fixed_indegree\"\n",
              "projection 0 (a -> a): rule fixed_indegree needs 'indegree'");
   fails_with(head + "[[projection]]\nsource = \"a\"\ntarget = \"a\"\np = 0.1\n",

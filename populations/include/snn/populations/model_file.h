@@ -2,12 +2,13 @@
 /// The population model file (TOML or JSON; docs/POPULATIONS.md): the
 /// populations, projections and Poisson drives of a PopulationNetworkSpec,
 /// the run's length, trials and seeds, and what to record. Quantities are
-/// numbers in the documented unit (ms, mV, pA, pF, Hz) or strings with a
-/// unit ("1.5 ms", "20 kHz", "0.5 nA"), checked against the quantity's
-/// dimension.
+/// numbers in the documented unit (ms, mV, pA, pF, Hz) or expressions with
+/// units ("1.5 ms", "20 kHz", "-g * J"; quantity.h) over the file's
+/// [parameters], checked against the quantity's dimension.
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "snn/populations/population_network.h"
@@ -35,8 +36,15 @@ struct PopulationModel {
 /// rate, an undefined population. Connectivity limits that need the sizes
 /// (in-degree above the sources without multapses) are checked when the
 /// network is built (PopulationNetwork), with the same naming.
-PopulationModel parse_population_model(const std::string& text, const std::string& where);
+///
+/// `set` replaces [parameters] values (name, expression) before anything is
+/// evaluated, as a sweep's point or `snnsim simulate --set g=4` does; a
+/// name the file's [parameters] lacks is an error. PopulationModel::json
+/// holds the values used.
+PopulationModel parse_population_model(const std::string& text, const std::string& where,
+                                       const std::vector<std::pair<std::string, std::string>>& set = {});
 /// Reads and parses the file at `path`.
-PopulationModel read_population_model(const std::string& path);
+PopulationModel read_population_model(const std::string& path,
+                                      const std::vector<std::pair<std::string, std::string>>& set = {});
 
 }  // namespace snn::populations
