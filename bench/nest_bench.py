@@ -17,11 +17,10 @@ import os
 import re
 import subprocess
 import sys
-import tomllib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-from nest_populations import run_nest  # noqa: E402
+from nest_populations import load_model, run_nest  # noqa: E402
 
 
 def snnsim(binary, model, threads, trials=1):
@@ -42,9 +41,8 @@ def main():
     ap.add_argument("--trials", type=int, default=16)
     ap.add_argument("--reps", type=int, default=1)
     a = ap.parse_args()
-    with open(a.model, "rb") as f:
-        model = tomllib.load(f)
-    print(f"model {a.model}, {model['duration']} of biological time")
+    model = load_model(a.model)
+    print(f"model {a.model}, {model['duration']} ms of biological time")
     print(f"{'threads':>7} {'NEST s':>8} {'snnsim s':>9} {'speed-up':>8} {'events/s (snnsim)':>18}  rates (Hz)")
     for threads in [int(t) for t in a.threads.split(",")]:
         nest_s, ours_s = [], []

@@ -153,7 +153,20 @@ void analyze_manifest(const std::string& path, ManifestFlags f) {
       throw Error("the sweep did not vary '" + *p + "' (it varied: " + all + ")");
     }
   }
+  // A population model sweep's rows hold each population's statistics
+  // ("E.rate_hz", "E.synchrony", ...); the first is the default.
+  const std::vector<std::string> metrics = sweep_metric_names(doc.at("rows"));
+  const bool simulate = doc.value("command", "run") == "simulate";
+  if (simulate && f.y == "accuracy" && !metrics.empty()) f.y = metrics.front();
   auto metric = [&](const nlohmann::json& row) -> double {
+    if (simulate) {
+      const auto m = row.value("metrics", nlohmann::json::object());
+      if (m.contains(f.y)) return m[f.y].is_number() ? m[f.y].get<double>() : std::nan("");
+      if (f.y == "wall_s") return row.at("wall_s").get<double>();
+      std::string all;
+      for (const auto& k : metrics) all += (all.empty() ? "" : ", ") + k;
+      throw Error("--y: expected one of " + all + " or wall_s, got '" + f.y + "'");
+    }
     if (f.y == "accuracy") return row.at("accuracy").get<double>();
     if (f.y == "wall_s") return row.at("wall_s").get<double>();
     const std::string prefix = "firing_rate_layer";
@@ -221,6 +234,15 @@ void analyze_manifest(const std::string& path, ManifestFlags f) {
     if (f.y.rfind("firing_rate_layer", 0) == 0) {
       y_label = "layer " + f.y.substr(17) + " firing rate (spikes per neuron per step)";
     }
+    const auto dot = f.y.rfind('.');
+    if (simulate && dot != std::string::npos) {
+      const std::string pop = f.y.substr(0, dot), stat = f.y.substr(dot + 1);
+      const std::map<std::string, std::string> words{{"rate_hz", "firing rate (Hz)"},
+                                                     {"isi_cv", "ISI CV"},
+                                                     {"fano", "Fano factor"},
+                                                     {"synchrony", "synchrony (Golomb's chi)"}};
+      if (words.count(stat)) y_label = "population " + pop + ": " + words.at(stat);
+    }
     plot_lines(f.plot, fmt::format("sweep {}: {} against {}", doc.value("sweep", path), f.y, f.x), f.x, y_label,
                series);
     table << "plot: " << f.plot << "\n";
@@ -279,7 +301,9 @@ Run add_analyze_command(CLI::App& app) {
   auto mf = std::make_shared<ManifestFlags>();
   cmd->add_option("FILE", *path, "A recording written by snnsim run --output, or a sweep's manifest.json")->required();
   cmd->add_option("--x", mf->x, "Manifest: the swept parameter on the x axis (default: the first)");
-  cmd->add_option("--y", mf->y, "Manifest: accuracy, firing_rate_layerN or wall_s")->capture_default_str();
+  cmd->add_option("--y", mf->y,
+                  "Manifest: accuracy, firing_rate_layerN or wall_s; for a population model sweep POP.rate_hz, "
+                  "POP.isi_cv, POP.fano or POP.synchrony (default: the first population's rate)")->capture_default_str();
   cmd->add_option("--by", mf->by, "Manifest: one line per value of this parameter (default: the second)");
   cmd->add_option("--plot", mf->plot, "Manifest: write the plot to this .png or .svg file");
   cmd->add_option("--json", *json, "Write every result (per-neuron values too) to this JSON file");

@@ -3,6 +3,7 @@
 // function that runs it once the command line is parsed.
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <functional>
 #include <string>
@@ -45,6 +46,10 @@ std::vector<std::string> split_list(const std::string& text);
 double parse_bytes(const std::string& flag, const std::string& text);
 /// A finite number; throws snn::Error "WHAT: expected a number, got ..." otherwise.
 double parse_number(const std::string& what, const std::string& text);
+/// The statistics a population model sweep's manifest rows hold
+/// ("E.rate_hz", "E.isi_cv", "E.fano", "E.synchrony", then "I.rate_hz", ...),
+/// in that order; `rows` is the manifest's "rows" array.
+std::vector<std::string> sweep_metric_names(const nlohmann::json& rows);
 /// The long names ("--tau") of the options given to `cmd`, on the command line or in --config.
 std::vector<std::string> given_options(const CLI::App* cmd);
 /// The signal (SIGINT, SIGTERM) that stopped a recording run; 0 if none.

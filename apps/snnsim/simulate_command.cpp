@@ -4,11 +4,15 @@
 #include <ATen/Parallel.h>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "validators.h"
+#include "snn/analysis/analysis.h"
+#include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
 #include "snn/simulator/population_run.h"
 #include "snn/simulator/run_options.h"
@@ -19,6 +23,8 @@ namespace {
 struct SimulateFlags {
   std::string model;
   std::string record;
+  std::string summary;
+  std::vector<std::string> set;
   bool overwrite = false;
   int threads = 0;
   double duration = 0;
@@ -26,8 +32,61 @@ struct SimulateFlags {
   int64_t seed = -1, input_seed = -1;
 };
 
+// A number, or null where it is undefined (a CV without intervals).
+nlohmann::json number(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
+// --summary: the run and each population's rate (all its neurons, from the
+// simulation) and, where its spikes were recorded, the recording's ISI CV,
+// Fano factor and synchrony (snnsim analyze's numbers): what a sweep's
+// manifest collects.
+void write_summary(const SimulateFlags& f, const populations::PopulationModel& model, const PopulationRunReport& r) {
+  const auto& res = r.result;
+  std::vector<analysis::PopulationStats> recorded;
+  if (!r.record_path.empty()) recorded = analysis::analyze_recording(r.record_path).populations;
+  nlohmann::json pops = nlohmann::json::array();
+  for (size_t p = 0; p < res.populations.size(); ++p) {
+    const double n = static_cast<double>(model.network.populations[p].size);
+    nlohmann::json j{{"name", res.populations[p]},
+                     {"neurons", model.network.populations[p].size},
+                     {"spikes", res.population_spikes[p]},
+                     {"rate_hz", res.population_spikes[p] / (n * model.duration_ms * 1e-3 * res.trials)}};
+    for (const auto& st : recorded) {
+      if (st.name != res.populations[p]) continue;
+      j["isi_cv"] = number(st.isi_cv);
+      j["fano"] = number(st.fano);
+      j["synchrony"] = number(st.synchrony);
+    }
+    pops.push_back(j);
+  }
+  const nlohmann::json doc = nlohmann::json::parse(model.json);
+  nlohmann::json j{{"model", f.model},
+                   {"parameters", doc.value("parameters", nlohmann::json::object())},
+                   {"duration_ms", model.duration_ms},
+                   {"dt_ms", model.network.dt},
+                   {"trials", res.trials},
+                   {"seed", model.seed},
+                   {"input_seed", model.input_seed},
+                   {"neurons", r.neurons},
+                   {"synapses", r.synapses},
+                   {"build_seconds", r.build_seconds},
+                   {"seconds", res.seconds},
+                   {"threads", at::get_num_threads()},
+                   {"recording", r.record_path},
+                   {"populations", pops}};
+  write_file_atomically(f.summary, j.dump(2) + "\n");
+}
+
 void run_simulate(const SimulateFlags& f) {
-  populations::PopulationModel model = populations::read_population_model(f.model);
+  std::vector<std::pair<std::string, std::string>> set;
+  for (const auto& kv : f.set) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size()) {
+      throw Error("--set: expected NAME=VALUE (a parameter of the model's [parameters], e.g. g=4 or \"J=0.2 mV\"), got '" +
+                  kv + "'");
+    }
+    set.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  populations::PopulationModel model = populations::read_population_model(f.model, set);
   // Flags override the file's run settings (a sweep changes them without editing it).
   if (f.duration > 0) {
     const double steps = f.duration / model.network.dt;
@@ -62,6 +121,7 @@ void run_simulate(const SimulateFlags& f) {
                              res.population_spikes[p] / (n * seconds_bio * res.trials));
   }
   if (!r.record_path.empty()) std::cout << "recording " << r.record_path << "\n";
+  if (!f.summary.empty()) write_summary(f, model, r);
 }
 
 }  // namespace
@@ -75,6 +135,12 @@ Run add_simulate_command(CLI::App& app) {
   cmd->add_option("model", flags->model, "Population model file (.toml or .json)")->required();
   cmd->add_option("--record", flags->record, "Write spikes and voltmeters to this SONATA recording (HDF5)");
   cmd->add_flag("--overwrite", flags->overwrite, "Replace an existing recording");
+  cmd->add_option("--set", flags->set,
+                  "NAME=VALUE: replace a value of the model's [parameters] (repeatable; VALUE may have a unit or be an "
+                  "expression, e.g. --set g=4 --set \"J=0.2 mV\")");
+  cmd->add_option("--summary", flags->summary,
+                  "Write the run and each population's rate (and, for recorded populations, ISI CV, Fano factor and "
+                  "synchrony) as JSON to this file");
   cmd->add_option("--duration", flags->duration, "Run length in ms (default: the file's)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--trials", flags->trials, "Independent trials simulated together (default: the file's)")

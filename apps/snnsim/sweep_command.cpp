@@ -1,4 +1,6 @@
-// `snnsim sweep SWEEP.toml`: parameter sweeps over `snnsim run`, one child
+// `snnsim sweep SWEEP.toml`: parameter sweeps over `snnsim run` (a trained
+// network's options) or `snnsim simulate` (a population model's
+// [parameters] and run settings, when [base] names a model), one child
 // process per point (a failing point cannot take the others down), each
 // writing its own recording and summary; a manifest (JSON and CSV) that a
 // rerun resumes from; --jobs on one machine and --shard i/n across machines.
@@ -15,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -30,6 +33,7 @@
 #include "config_format.h"
 #include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
+#include "snn/populations/model_file.h"
 
 namespace snn::app {
 namespace {
@@ -48,6 +52,13 @@ const std::vector<std::string> kBase = {
     "batch-size", "devices", "balance", "steps-per-tick", "threads", "max-record-bytes", "tau", "v-threshold",
     "v-reset", "refractory", "gain", "seed"};
 
+// A population model sweep ([base] model = ...): the `snnsim simulate`
+// settings [base] may give, and those a [grid] or [random] may vary beside
+// the model's [parameters] (with whether they take whole numbers).
+const std::vector<std::string> kSimulateBase = {"model", "duration", "trials", "seed", "input-seed", "threads"};
+const std::map<std::string, bool> kSimulateSwept = {
+    {"duration", false}, {"trials", true}, {"seed", true}, {"input-seed", true}};
+
 // Every point is held in memory (and listed in the manifest, rewritten as
 // each one ends) before the first runs, so a sweep's size is checked before
 // anything is materialised: a typo such as 1e11 samples must be refused,
@@ -56,6 +67,8 @@ constexpr uint64_t kMaxPoints = 1000000;
 
 struct Sweep {
   std::string file;
+  std::string model;  // a population model sweep (snnsim simulate) when set
+  std::vector<std::string> model_parameters;  // the model's [parameters]
   std::string out = "sweep-out";
   std::vector<std::pair<std::string, std::string>> base;
   std::vector<std::pair<std::string, std::vector<std::string>>> grid;
@@ -81,9 +94,47 @@ std::vector<std::string> values_of(const CLI::ConfigItem& item) {
   return out;
 }
 
-// A swept value's own limits, so that a bad point fails before anything runs.
-void check_value(const std::string& name, const std::string& v, const std::string& where) {
+// The names of a population model's [parameters] (the model must parse).
+std::vector<std::string> model_parameters(const std::string& model, const std::string& where) {
+  std::vector<std::string> names;
+  try {
+    const nlohmann::json doc = nlohmann::json::parse(populations::read_population_model(model).json);
+    const json params = doc.value("parameters", json::object());  // items() needs it alive
+    for (const auto& [k, v] : params.items()) names.push_back(k);
+  } catch (const Error& e) {
+    throw Error(where + ": [base] model: " + e.what());
+  }
+  return names;
+}
+
+// Whether a swept name takes whole numbers.
+bool takes_whole(const Sweep& s, const std::string& name) {
+  if (s.model.empty()) return kSwept.at(name);
+  const auto it = kSimulateSwept.find(name);
+  return it != kSimulateSwept.end() && it->second;
+}
+
+// A swept value's own limits, so that a bad point fails before anything
+// runs: a model's parameter is tried in the model (with the file's other
+// values), which names the entry it breaks.
+void check_value(const Sweep& s, const std::string& name, const std::string& v, const std::string& where) {
   const std::string what = where + " " + name;
+  if (!s.model.empty()) {
+    if (!kSimulateSwept.count(name)) {
+      try {
+        populations::read_population_model(s.model, {{name, v}});
+      } catch (const Error& e) {
+        throw Error(what + " = " + v + ": " + e.what());
+      }
+      return;
+    }
+    const double x = parse_number(what, v);
+    if (takes_whole(s, name) && x != std::floor(x)) throw Error(what + ": expected a whole number, got '" + v + "'");
+    if ((name == "duration" && !(x > 0)) || (name == "trials" && (x < 1 || x > 4096)) || x < 0) {
+      throw Error(what + ": " + v + " is out of range (duration > 0 ms, trials 1 to 4096, seeds >= 0)");
+    }
+    return;
+  }
   if (name == "checkpoint") {
     struct stat st {};
     if (::stat(v.c_str(), &st) != 0) throw Error(what + ": no checkpoint '" + v + "'");
@@ -91,7 +142,7 @@ void check_value(const std::string& name, const std::string& v, const std::strin
   }
   if (name == "v-reset" && v == "none") return;
   const double x = parse_number(what, v);
-  const bool whole = kSwept.at(name);
+  const bool whole = takes_whole(s, name);
   if (whole && x != std::floor(x)) throw Error(what + ": expected a whole number, got '" + v + "'");
   if ((name == "tau" && x < 1) || (name == "T" && x < 1) || (name == "gain" && !(x > 0)) ||
       (name == "refractory" && x < 0) || (name == "seed" && x < 0) || (name == "limit" && x < 1 && x != -1)) {
@@ -137,18 +188,34 @@ Sweep read_sweep(const std::string& path) {
   for (const auto& item : items) {
     if (item.name == "++" || item.name == "--") continue;  // CLI11's section begin and end markers
     const std::string section = item.parents.empty() ? "" : item.parents.front();
-    const std::string key = normalised(item.name);
+    if (section == "base" && item.name == "model") {
+      s.model = values_of(item).empty() ? "" : values_of(item).front();
+      break;
+    }
+  }
+  if (!s.model.empty()) s.model_parameters = model_parameters(s.model, where);
+  for (const auto& item : items) {
+    if (item.name == "++" || item.name == "--") continue;
+    const std::string section = item.parents.empty() ? "" : item.parents.front();
+    // A model's parameter keeps its name (C_E); snnsim's options take dashes.
+    const bool model_parameter = !s.model.empty() && (section == "grid" || section == "random") &&
+                                 std::find(s.model_parameters.begin(), s.model_parameters.end(), item.name) !=
+                                     s.model_parameters.end();
+    const std::string key = model_parameter ? item.name : normalised(item.name);
     const std::vector<std::string> v = values_of(item);
     if (item.parents.size() > 1 || key.empty()) throw Error(where + ": unexpected nesting at '" + item.name + "'");
     if (section == "sweep") {
       if (key != "out") throw Error(where + ": [sweep] has no key '" + key + "' (it has: out)");
       s.out = v.empty() ? "" : v.front();
     } else if (section == "base") {
-      if (std::find(kBase.begin(), kBase.end(), key) == kBase.end()) {
+      const auto& allowed = s.model.empty() ? kBase : kSimulateBase;
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
         std::string all;
-        for (const auto& k : kBase) all += (all.empty() ? "" : ", ") + k;
-        throw Error(where + ": [base] has no run option '" + key + "' (it takes: " + all + ")");
+        for (const auto& k : allowed) all += (all.empty() ? "" : ", ") + k;
+        throw Error(where + ": [base] has no " + (s.model.empty() ? "run" : "simulate") + " option '" + key +
+                    "' (it takes: " + all + ")");
       }
+      if (key == "model") continue;
       std::string joined;
       for (const auto& x : v) joined += (joined.empty() ? "" : ",") + x;
       s.base.push_back({key, joined});
@@ -177,14 +244,22 @@ Sweep read_sweep(const std::string& path) {
         }
         continue;
       }
-      if (!kSwept.count(key)) {
+      if (!s.model.empty()) {
+        if (!model_parameter && !kSimulateSwept.count(key)) {
+          std::string all;
+          for (const auto& k : s.model_parameters) all += (all.empty() ? "" : ", ") + k;
+          for (const auto& [k, whole] : kSimulateSwept) all += (all.empty() ? "" : ", ") + k;
+          throw Error(where + ": '" + key + "' cannot be swept: it is neither in " + s.model + "'s [parameters] nor a " +
+                      "simulate setting (these can: " + all + ")");
+        }
+      } else if (!kSwept.count(key)) {
         std::string all;
         for (const auto& [k, whole] : kSwept) all += (all.empty() ? "" : ", ") + k;
         throw Error(where + ": '" + key + "' cannot be swept (these can: " + all + ")");
       }
       if (section == "grid") {
         if (v.empty()) throw Error(where + ": the grid of '" + key + "' is empty");
-        for (const auto& x : v) check_value(key, x, where + " [grid]");
+        for (const auto& x : v) check_value(s, key, x, where + " [grid]");
         s.grid.push_back({key, v});
         has_grid = true;
       } else {
@@ -193,8 +268,8 @@ Sweep read_sweep(const std::string& path) {
         }
         const double lo = parse_number(where + " [random] " + key, v[0]), hi = parse_number(where + " [random] " + key, v[1]);
         if (!(lo <= hi)) throw Error(where + ": [random] " + key + " range [" + v[0] + ", " + v[1] + "] is empty");
-        check_value(key, v[0], where + " [random]");
-        check_value(key, v[1], where + " [random]");
+        check_value(s, key, v[0], where + " [random]");
+        check_value(s, key, v[1], where + " [random]");
         s.random.push_back({key, {lo, hi}});
         has_random = true;
       }
@@ -205,7 +280,7 @@ Sweep read_sweep(const std::string& path) {
   if (!has_grid && !has_random) throw Error(where + " varies nothing: give a [grid] or a [random] section");
   if (has_random && s.random_samples < 1) throw Error(where + ": [random] needs samples = N");
   for (const auto& [k, v] : s.base) {
-    if (k == "checkpoint") check_value(k, v, where + " [base]");
+    if (k == "checkpoint") check_value(s, k, v, where + " [base]");
   }
   check_size(s, where);
   return s;
@@ -235,8 +310,9 @@ std::vector<Params> points_of(const Sweep& s) {
       for (const auto& [name, range] : s.random) {
         std::uniform_real_distribution<double> u(range.first, range.second);
         double x = u(rng);
-        if (kSwept.at(name)) x = std::round(x);
-        q.push_back({name, kSwept.at(name) ? fmt::format("{}", static_cast<int64_t>(x)) : fmt::format("{:.6g}", x)});
+        const bool whole = takes_whole(s, name);
+        if (whole) x = std::round(x);
+        q.push_back({name, whole ? fmt::format("{}", static_cast<int64_t>(x)) : fmt::format("{:.6g}", x)});
       }
       out.push_back(q);
     }
@@ -273,22 +349,32 @@ struct Manifest {
 };
 
 std::string manifest_csv(const json& doc, const std::vector<std::string>& names) {
+  const bool simulate = doc.value("command", "run") == "simulate";
   size_t layers = 0;
   for (const auto& row : doc["rows"]) layers = std::max(layers, row.value("firing_rate", json::array()).size());
+  const std::vector<std::string> metrics = sweep_metric_names(doc["rows"]);
   std::ostringstream csv;
   csv << "index";
   for (const auto& n : names) csv << "," << n;
-  csv << ",status,accuracy";
+  csv << ",status";
+  if (!simulate) csv << ",accuracy";
   for (size_t i = 0; i < layers; ++i) csv << ",firing_rate_layer" << i + 1;
+  for (const auto& k : metrics) csv << "," << k;
   csv << ",wall_s,output,error\n";
   for (const auto& row : doc["rows"]) {
     csv << row["index"].get<int64_t>();
     for (const auto& n : names) csv << "," << row["params"].value(n, std::string());
-    csv << "," << row["status"].get<std::string>() << ",";
+    csv << "," << row["status"].get<std::string>();
+    if (!simulate) csv << ",";
     if (row.contains("accuracy")) csv << row["accuracy"].get<double>();
     for (size_t i = 0; i < layers; ++i) {
       csv << ",";
       if (row.contains("firing_rate") && i < row["firing_rate"].size()) csv << row["firing_rate"][i].get<double>();
+    }
+    for (const auto& k : metrics) {
+      csv << ",";
+      const json m = row.value("metrics", json::object());
+      if (m.contains(k) && m[k].is_number()) csv << m[k].get<double>();
     }
     std::string error = row.value("error", std::string());
     std::replace(error.begin(), error.end(), '"', '\'');
@@ -498,7 +584,11 @@ void run_sweep(const SweepFlags& f) {
   const std::vector<Params> points = points_of(s);
   std::vector<std::string> names;
   for (const auto& [k, v] : points.front()) names.push_back(k);
-  if (::mkdir(s.out.c_str(), 0755) != 0 && errno != EEXIST) throw Error("cannot create the sweep folder '" + s.out + "'");
+  {
+    std::error_code ec;  // with its parents, as mkdir -p
+    std::filesystem::create_directories(s.out, ec);
+    if (ec) throw Error("cannot create the sweep folder '" + s.out + "': " + ec.message());
+  }
   const std::string suffix = shard.count > 1 ? fmt::format("-shard-{}-of-{}", shard.index, shard.count) : "";
   Manifest m{s.out + "/manifest" + suffix + ".json", s.out + "/manifest" + suffix + ".csv", {}};
 
@@ -523,7 +613,8 @@ void run_sweep(const SweepFlags& f) {
       }
     }
   }
-  m.doc = {{"sweep", s.file}, {"total_points", points.size()}, {"parameters", names},
+  m.doc = {{"sweep", s.file}, {"command", s.model.empty() ? "run" : "simulate"}, {"model", s.model},
+           {"total_points", points.size()}, {"parameters", names},
            {"shard", shard.count > 1 ? json(f.shard) : json(nullptr)}, {"rows", json::array()}};
   std::vector<size_t> todo;
   for (size_t i = 0; i < points.size(); ++i) {
@@ -565,6 +656,7 @@ void run_sweep(const SweepFlags& f) {
       const std::string stem = fmt::format("{}/point-{:04d}", s.out, i);
       Running r{i, Clock::now(), stem + ".h5", stem + ".json", stem + ".log"};
       std::vector<std::string> args{exe, "run"};
+      if (!s.model.empty()) args = {exe, "simulate", s.model};
       for (const auto& [k, v] : s.base) {
         const bool swept = std::any_of(points[i].begin(), points[i].end(), [&](const auto& kv) { return kv.first == k; });
         if (swept) continue;  // the point's value wins
@@ -578,11 +670,14 @@ void run_sweep(const SweepFlags& f) {
         args.push_back(v);
       }
       for (const auto& [k, v] : points[i]) {
-        args.push_back("--" + k);
-        args.push_back(v);
+        if (!s.model.empty() && !kSimulateSwept.count(k)) {
+          args.insert(args.end(), {"--set", k + "=" + v});  // the model's parameter
+        } else {
+          args.insert(args.end(), {"--" + k, v});
+        }
       }
       if (!base_threads) args.insert(args.end(), {"--threads", threads});
-      args.insert(args.end(), {"--output", r.output, "--overwrite", "--summary", r.summary});
+      args.insert(args.end(), {s.model.empty() ? "--output" : "--record", r.output, "--overwrite", "--summary", r.summary});
       // A point not recorded as done is redone from scratch: whatever an
       // earlier, interrupted attempt left under its names goes first.
       for (const std::string& stale : {r.output, r.summary, r.output + ".partial", r.output + ".partial.creating"}) {
@@ -628,10 +723,28 @@ void run_sweep(const SweepFlags& f) {
       std::ifstream in(r.summary);
       const json sum = json::parse(in);
       row["status"] = "done";
-      row["accuracy"] = sum.at("accuracy");
-      row["firing_rate"] = sum.at("firing_rate");
       row["threads"] = sum.at("threads");  // what the run used: cores / jobs unless [base] sets threads
-      note = fmt::format("accuracy {:.4f}", sum.at("accuracy").get<double>());
+      if (s.model.empty()) {
+        row["accuracy"] = sum.at("accuracy");
+        row["firing_rate"] = sum.at("firing_rate");
+        note = fmt::format("accuracy {:.4f}", sum.at("accuracy").get<double>());
+      } else {
+        // Each population's statistics as "E.rate_hz", "E.isi_cv", ... (null where undefined).
+        json metrics = json::object();
+        for (const auto& pop : sum.at("populations")) {
+          const std::string name = pop.at("name").get<std::string>();
+          for (const char* k : {"rate_hz", "isi_cv", "fano", "synchrony"}) {
+            if (pop.contains(k)) metrics[name + "." + k] = pop.at(k);
+          }
+          const auto shown = [&](const char* k, const char* fmt_) {
+            return pop.contains(k) && pop.at(k).is_number() ? fmt::format(fmt::runtime(fmt_), pop.at(k).get<double>())
+                                                            : std::string();
+          };
+          note += fmt::format("{}{} {}{}{}", note.empty() ? "" : "; ", name, shown("rate_hz", "{:.2f} Hz"),
+                              shown("isi_cv", ", CV {:.2f}"), shown("synchrony", ", synchrony {:.3f}"));
+        }
+        row["metrics"] = metrics;
+      }
     } catch (const std::exception& e) {
       row["status"] = "failed";
       row["error"] = std::string(e.what()).empty() ? "the run stopped without a message" : e.what();
@@ -697,7 +810,8 @@ void merge_shards(const std::string& dir) {
     shards.push_back(doc);
   }
   Manifest m{dir + "/manifest.json", dir + "/manifest.csv",
-             {{"sweep", shards.front().at("sweep")}, {"total_points", total}, {"parameters", names},
+             {{"sweep", shards.front().at("sweep")}, {"command", shards.front().value("command", "run")},
+              {"model", shards.front().value("model", "")}, {"total_points", total}, {"parameters", names},
               {"shard", nullptr}, {"merged_shards", count}, {"rows", json::array()}}};
   std::vector<int> seen(static_cast<size_t>(total), 0);
   for (const auto& doc : shards) {
@@ -717,13 +831,32 @@ void merge_shards(const std::string& dir) {
 
 }  // namespace
 
+std::vector<std::string> sweep_metric_names(const nlohmann::json& rows) {
+  static const std::vector<std::string> kStats = {"rate_hz", "isi_cv", "fano", "synchrony"};
+  const auto rank = [](const std::string& name) {
+    const auto dot = name.rfind('.');
+    const auto it = std::find(kStats.begin(), kStats.end(), name.substr(dot + 1));
+    return std::make_pair(name.substr(0, dot), it - kStats.begin());
+  };
+  std::vector<std::string> names;
+  for (const auto& row : rows) {
+    const json m = row.value("metrics", json::object());  // items() needs it alive
+    for (const auto& [k, v] : m.items()) {
+      if (std::find(names.begin(), names.end(), k) == names.end()) names.push_back(k);
+    }
+  }
+  std::sort(names.begin(), names.end(), [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+  return names;
+}
+
 Run add_sweep_command(CLI::App& app) {
   auto f = std::make_shared<SweepFlags>();
   CLI::App* cmd = app.add_subcommand(
       "sweep",
       "Run `snnsim run` over a grid and/or random samples of parameters (tau, v-threshold, v-reset, refractory, "
-      "gain, T, seed, limit, checkpoint) from a TOML or JSON sweep file; a manifest (JSON, CSV) records every point "
-      "and a rerun redoes only what did not complete");
+      "gain, T, seed, limit, checkpoint), or `snnsim simulate` over a population model's [parameters] (duration, "
+      "trials, seed, input-seed) when [base] names a model, from a TOML or JSON sweep file; a manifest (JSON, CSV) "
+      "records every point and a rerun redoes only what did not complete");
   cmd->add_option("SWEEP", f->file, "The sweep file: [sweep] out, [base] run options, [grid] lists, [random] ranges");
   cmd->add_option("--jobs", f->jobs, "Runs at once on this machine (each gets cores / jobs threads)")
       ->capture_default_str();

@@ -141,7 +141,9 @@ struct Entry {
     const json& v = at(key);
     if (v.is_number_integer()) return v.get<int64_t>();
     if (!v.is_string()) fail("'" + key + "' must be an integer, got " + shown(v));
-    const double x = quantity_of(v, key, Kind::kNumber);
+    double x = quantity_of(v, key, Kind::kNumber);
+    // epsilon * N may round to 199.99999999999997: within 1e-9 is whole.
+    if (std::fabs(x - std::round(x)) <= 1e-9 * std::max(1.0, std::fabs(x))) x = std::round(x);
     if (x != std::floor(x) || std::fabs(x) > 9007199254740992.0) {
       fail("'" + key + "' must be a whole number, but '" + v.get<std::string>() + "' is " + shown(json(x)));
     }

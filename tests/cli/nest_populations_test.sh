@@ -21,24 +21,26 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 small="$here/../../examples/brunel/brunel_small.toml"
 
 sed -e 's/^duration = "1000 ms"/duration = "500 ms"/' "$here/../../examples/cuba/cuba.toml" >"$tmp/cuba.toml"
-# regime, g (inhibitory weight -g J), and the Poisson rate (eta x 10 kHz).
-for regime in "AI -0.5 20" "g3_eta2 -0.3 20" "g6_eta0.9 -0.6 9" "cuba"; do
+# regime, g and eta (replaced by --set on both sides: the model file's
+# [parameters] evaluated by snnsim and, independently, by the Python builder).
+for regime in "AI 5 2" "g3_eta2 3 2" "g6_eta0.9 6 0.9" "cuba"; do
   set -- $regime
+  sets=()
   if [[ $1 != cuba ]]; then
-    sed -e 's/^duration = "1000 ms"/duration = "500 ms"/' -e "s/weight = \"-0.5 mV\"/weight = \"$2 mV\"/" \
-        -e "s/rate = \"20 kHz\"/rate = \"$3 kHz\"/" "$small" >"$tmp/$1.toml"
+    sed -e 's/^duration = "1000 ms"/duration = "500 ms"/' "$small" >"$tmp/$1.toml"
+    sets=(--set "g=$2" --set "eta=$3")
   fi
-  "$python" "$here/../python/nest_populations.py" "$tmp/$1.toml" --seeds 10 --out "$tmp/$1.nest.json" \
+  "$python" "$here/../python/nest_populations.py" "$tmp/$1.toml" "${sets[@]}" --seeds 10 --out "$tmp/$1.nest.json" \
     >"$tmp/nest.log" 2>&1 || { fail "$1: NEST failed: $(tail -5 "$tmp/nest.log")"; continue; }
   analyses=()
   for seed in $(seq 1 10); do
-    "$snnsim" simulate "$tmp/$1.toml" --seed $seed --input-seed $seed --record "$tmp/$1.$seed.h5" >/dev/null \
+    "$snnsim" simulate "$tmp/$1.toml" "${sets[@]}" --seed $seed --input-seed $seed --record "$tmp/$1.$seed.h5" >/dev/null \
       2>"$tmp/err" || fail "$1: $(cat "$tmp/err")"
     "$snnsim" analyze "$tmp/$1.$seed.h5" --json "$tmp/$1.$seed.json" >/dev/null || fail "$1: analyze failed"
     analyses+=("$tmp/$1.$seed.json")
   done
-  echo "== $1 ${2:+(inhibitory weight $2 mV, Poisson $3 kHz)}"
-  "$python" "$here/../python/nest_populations.py" "$tmp/$1.toml" --nest "$tmp/$1.nest.json" --snnsim "${analyses[@]}" &&
+  echo "== $1 ${2:+(g = $2, eta = $3)}"
+  "$python" "$here/../python/nest_populations.py" "$tmp/$1.toml" "${sets[@]}" --nest "$tmp/$1.nest.json" --snnsim "${analyses[@]}" &&
     ok || fail "$1: snnsim's statistics fall outside NEST's spread"
 done
 finish

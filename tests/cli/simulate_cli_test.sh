@@ -69,24 +69,114 @@ bad() {  # bad NAME EXPECTED SED_EXPRESSION: the small model edited by sed
   expect_error "$1" "$2" simulate "$tmp/bad.toml" --record "$tmp/bad.h5"
   [[ ! -e "$tmp/bad.h5" && ! -e "$tmp/bad.h5.partial" ]] && ok || fail "$1: a recording was written"
 }
-bad "unit mismatch" "population 'E'.*'tau_m': '20 mV' is a potential (mV), but 'tau_m' is a time (ms)" '0,/tau_m = "20 ms"/s//tau_m = "20 mV"/'
-bad "unknown unit" "'V_th': '20 mv' has an unknown unit 'mv'" '0,/V_th = "20 mV"/s//V_th = "20 mv"/'
-bad "weight unit" "projection 0 (E -> E): 'weight': '0.1 pA' is a current (pA), but 'weight' is a potential (mV)" '0,/weight = "0.1 mV"/s//weight = "0.1 pA"/'
+bad "unit mismatch" "population 'E'.*'tau_m': '20 mV' is a potential (mV), but 'tau_m' is a time (ms)" '0,/tau_m = "tau_m"/s//tau_m = "20 mV"/'
+bad "unknown unit" "'V_th': '20 mv' has an unknown unit 'mv'" '0,/V_th = "theta"/s//V_th = "20 mv"/'
+bad "weight unit" "projection 0 (E -> E): 'weight': '0.1 pA' is a current (pA), but 'weight' is a potential (mV)" '0,/weight = "J"/s//weight = "0.1 pA"/'
+bad "undefined name" "projection 2 (I -> E): 'weight': '-gg \* J': 'gg' is neither a parameter nor a unit" '0,/weight = "-g \* J"/s//weight = "-gg * J"/'
+bad "parameter's dimension" "projection 2 (I -> E): 'weight': '-g \* J' is a quantity in mV^2, but 'weight' is a potential (mV)" 's/^g = 5 /g = "5 mV" /'
+bad "parameter's syntax" "parameters, 'C_E': 'epsilon \* \* N_E': unexpected '\*' at character 11" 's/^C_E = "epsilon \* N_E"/C_E = "epsilon * * N_E"/'
 bad "unknown model" "unknown NEST model 'iaf_cond_exp'" '0,/iaf_psc_delta/s//iaf_cond_exp/'
 bad "unknown rule" "unknown connection rule 'fixed_in_degree'" '0,/"fixed_indegree"/s//"fixed_in_degree"/'
-bad "unknown key" "unknown key 'indegre'" '0,/indegree = 200/s//indegre = 200/'
-bad "delay off the grid" "a delay of 1.55 ms is not a whole number of steps of dt = 0.1 ms" '0,/delay = "1.5 ms"/s//delay = "1.55 ms"/'
-bad "delay below dt" "a delay of 0.05 ms is below one step of dt = 0.1 ms" '0,/delay = "1.5 ms"/s//delay = "0.05 ms"/'
-bad "probability" "projection 0 (E -> E): 'p' must be a probability in \[0, 1\], got 1.5" '0,/rule = "fixed_indegree"/s//rule = "pairwise_bernoulli"/; 0,/indegree = 200/s//p = 1.5/'
-bad "in-degree above sources" "projection 0 (E -> E): fixed_indegree: indegree 2500 is more than the 2000 sources a target can have without multapses" 's/indegree = 200$/indegree = 2500\nmultapses = false/'
-bad "negative rate" "Poisson drive 'noise_E': 'rate' must be >= 0 Hz" '0,/rate = "20 kHz"/s//rate = "-20 kHz"/'
+bad "unknown key" "unknown key 'indegre'" '0,/indegree = "C_E"/s//indegre = "C_E"/'
+bad "delay off the grid" "a delay of 1.55 ms is not a whole number of steps of dt = 0.1 ms" 's/^delay = "1.5 ms"/delay = "1.55 ms"/'
+bad "delay below dt" "a delay of 0.05 ms is below one step of dt = 0.1 ms" 's/^delay = "1.5 ms"/delay = "0.05 ms"/'
+bad "probability" "projection 0 (E -> E): 'p' must be a probability in \[0, 1\], got 1.5" '0,/rule = "fixed_indegree"/s//rule = "pairwise_bernoulli"/; 0,/indegree = "C_E"/s//p = 1.5/'
+bad "in-degree above sources" "projection 0 (E -> E): fixed_indegree: indegree 2500 is more than the 2000 sources a target can have without multapses" 's/indegree = "C_E"$/indegree = 2500\nmultapses = false/'
+bad "negative rate" "Poisson drive 'noise_E': 'rate' must be >= 0 Hz" 's/^eta = 2 /eta = -2 /'
 bad "undefined population" "projection 0 (E -> X): population 'X' is not defined (the model defines E, I)" '0,/target = "E"/s//target = "X"/'
 bad "dt off the 0.1 ms grid" "'dt' must be a multiple of 0.1 ms" 's/^dt = "0.1 ms"/dt = "0.15 ms"/'
 bad "duration off the grid" "'duration' must be a positive whole number of steps" 's/^duration = "1000 ms"/duration = "10.05 ms"/'
-bad "TOML syntax" "(TOML), line" 's/^size = 2000/size = = 2000/'
+bad "TOML syntax" "(TOML), line" 's/^size = "N_E"/size = = 2000/'
 expect_error "missing model" "model '$tmp/nope.toml': cannot open it" simulate "$tmp/nope.toml"
 expect_error "duration flag off the grid" "--duration: 1.05 ms is not a whole number of steps" simulate "$small" --duration 1.05
 expect_error "existing recording" "small.h5" simulate "$small" --duration 10 --record "$tmp/small.h5"
 expect_error "zero trials" "--trials" simulate "$small" --trials 0
+expect_error "--set of no parameter" "parameters has no 'gamma' to set (it defines C_E, C_I, J, N_E, N_I, delay, epsilon, eta, g, nu_th, tau_m, theta)" \
+  simulate "$small" --set gamma=3
+expect_error "--set without a value" "--set: expected NAME=VALUE" simulate "$small" --set g
+expect_error "--set of the wrong kind" "'-g \* J' is a quantity in mV^2" simulate "$small" --set "g=5 mV"
+
+# --set replaces a parameter (every use of it); --summary has each
+# population's rate, and for recorded ones ISI CV, Fano factor and synchrony
+# (analyze's numbers).
+"$snnsim" simulate "$small" --duration 100 --set g=3 --set "J=0.1 mV" --record "$tmp/g3.h5" --trials 2 \
+  --summary "$tmp/g3.json" >"$tmp/g3.out" 2>&1 || fail "--set g=3 failed: $(cat "$tmp/g3.out")"
+"$snnsim" analyze "$tmp/g3.h5" --json "$tmp/g3.an.json" >/dev/null || fail "analyze g3 failed"
+"$python" - "$tmp/g3.json" "$tmp/g3.an.json" "$tmp/an.json" <<'PY' && ok || fail "--set or --summary is wrong: $(cat "$tmp/g3.json")"
+import json, sys
+s, an, base = (json.load(open(p)) for p in sys.argv[1:4])
+assert s["parameters"]["g"] == "3" and s["parameters"]["eta"] == 2, s["parameters"]
+assert s["trials"] == 2 and s["duration_ms"] == 100 and s["neurons"] == 2500 and s["synapses"] == 625000, s
+pops = {p["name"]: p for p in s["populations"]}
+stats = {p["name"]: p for p in an["populations"]}
+for name in ("E", "I"):
+    p, a = pops[name], stats[name]
+    assert abs(p["rate_hz"] - a["rate_hz"]) < 1e-9 * a["rate_hz"], (p, a)
+    for k, ka in (("isi_cv", "isi_cv"), ("fano", "fano"), ("synchrony", "synchrony_chi")):
+        assert p[k] == a[ka], (name, k, p[k], a[ka])
+# Weaker inhibition (g = 3 against the file's 5) fires faster.
+rate5 = {p["name"]: p["rate_hz"] for p in base["populations"]}
+assert pops["E"]["rate_hz"] > 1.5 * rate5["E"], (pops["E"]["rate_hz"], rate5["E"])
+PY
+
+# A sweep over the model's parameters: each point is `simulate --set`, its
+# statistics land in the manifest (JSON and CSV), analyze tables and plots
+# them, and a rerun keeps what is done.
+cat >"$tmp/sweep.toml" <<EOF
+[sweep]
+out = "$tmp/sweep/out"
+[base]
+model = "$small"
+duration = 50
+[grid]
+g = [4, 6]
+input_seed = [1, 2]
+EOF
+"$snnsim" sweep "$tmp/sweep.toml" >"$tmp/sweep.out" 2>&1 && ok || fail "model sweep failed: $(cat "$tmp/sweep.out")"
+grep -q "4 points in all" "$tmp/sweep.out" && grep -q "point 3 (g=6, input-seed=2): E .* Hz, CV .*, synchrony" "$tmp/sweep.out" &&
+  ok || fail "the sweep's progress lines: $(cat "$tmp/sweep.out")"
+"$snnsim" simulate "$small" --duration 50 --set g=6 --input-seed 2 --record "$tmp/p3.h5" >/dev/null || fail "point 3 by hand"
+"$python" - "$tmp/sweep/out" "$tmp/p3.h5" <<'PY' && ok || fail "the model sweep's manifest is wrong"
+import csv, json, sys, h5py, numpy as np
+d = sys.argv[1]
+m = json.load(open(f"{d}/manifest.json"))
+assert m["command"] == "simulate" and m["parameters"] == ["g", "input-seed"], m
+rows = m["rows"]
+assert [r["status"] for r in rows] == ["done"] * 4, rows
+assert [r["params"] for r in rows][3] == {"g": "6", "input-seed": "2"}, rows[3]
+for r in rows:
+    assert set(r["metrics"]) == {f"{p}.{k}" for p in "EI" for k in ("rate_hz", "isi_cv", "fano", "synchrony")}, r
+    assert r["metrics"]["E.rate_hz"] > 0 and r["metrics"]["E.fano"] is None, r["metrics"]  # one trial: no Fano
+# Stronger inhibition, lower rates.
+assert rows[2]["metrics"]["E.rate_hz"] < rows[0]["metrics"]["E.rate_hz"], rows
+# Point 3 is simulate --set g=6 --input-seed 2, spike for spike.
+with h5py.File(f"{d}/point-0003.h5", "r") as a, h5py.File(sys.argv[2], "r") as b:
+    for k in ("node_ids", "timestamps"):
+        assert np.array_equal(a[f"spikes/E/{k}"][()], b[f"spikes/E/{k}"][()]), k
+table = list(csv.DictReader(open(f"{d}/manifest.csv")))
+assert len(table) == 4 and "accuracy" not in table[0], table[0].keys()
+assert abs(float(table[1]["I.synchrony"]) / rows[1]["metrics"]["I.synchrony"] - 1) < 1e-5 and table[1]["E.fano"] == "", table[1]
+PY
+"$snnsim" analyze "$tmp/sweep/out/manifest.json" --by input-seed >"$tmp/an.out" 2>&1 &&
+  grep -q "^E.rate_hz against g (4 completed points, one column per input-seed)" "$tmp/an.out" && ok ||
+  fail "analyze of a model sweep: $(cat "$tmp/an.out")"
+"$snnsim" analyze "$tmp/sweep/out/manifest.json" --y I.synchrony --plot "$tmp/sync.png" >"$tmp/an.out" 2>&1 &&
+  [[ -s "$tmp/sync.png" ]] && grep -q "^I.synchrony against g" "$tmp/an.out" && ok ||
+  fail "analyze --y I.synchrony --plot: $(cat "$tmp/an.out")"
+expect_error "analyze --y of no metric" "--y: expected one of E.rate_hz, E.isi_cv, E.fano, E.synchrony, I.rate_hz, I.isi_cv, I.fano, I.synchrony or wall_s, got 'accuracy_'" \
+  analyze "$tmp/sweep/out/manifest.json" --y accuracy_
+"$snnsim" sweep "$tmp/sweep.toml" >"$tmp/sweep.out" 2>&1 && grep -q "4 done before, 0 to run" "$tmp/sweep.out" && ok ||
+  fail "a rerun did not keep the done points: $(cat "$tmp/sweep.out")"
+bad_sweep() {  # bad_sweep NAME EXPECTED SED_EXPRESSION: the sweep file edited
+  sed -e "$3" -e "s|^out = .*|out = \"$tmp/sweep/bad\"|" "$tmp/sweep.toml" >"$tmp/bad_sweep.toml"
+  rm -rf "$tmp/sweep/bad"
+  expect_error "$1" "$2" sweep "$tmp/bad_sweep.toml"
+  [[ ! -e "$tmp/sweep/bad/point-0000.h5" ]] && ok || fail "$1: a point ran"
+}
+bad_sweep "sweep of no parameter" "'gamma' cannot be swept: it is neither in .*'s \[parameters\] nor a simulate setting (these can: C_E, C_I, J" 's/^g = /gamma = /'
+bad_sweep "a value of the wrong kind" "\[grid\] g = 5 mV: .*projection 2 (I -> E): 'weight': '-g \* J' is a quantity in mV^2" 's/^g = .*/g = [4, "5 mV"]/'
+bad_sweep "a run option in a model sweep" "\[base\] has no simulate option 'T' (it takes: model, duration, trials" 's/^duration = 50/T = 8/'
+bad_sweep "a missing model" "\[base\] model: model '$tmp/none.toml': cannot open it" "s|^model = .*|model = \"$tmp/none.toml\"|"
+bad_sweep "trials out of range" "\[grid\] trials: 0 is out of range" 's/^input_seed = .*/trials = [1, 0]/'
 
 finish

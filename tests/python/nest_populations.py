@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """NEST 3.10 as the oracle of snnsim's population networks (snnsim simulate).
 
-    nest_populations.py MODEL.toml --seeds N --out NEST.json
+    nest_populations.py MODEL.toml [--set NAME=VALUE...] --seeds N --out NEST.json
         builds the model file's network in NEST (iaf_psc_delta / iaf_psc_exp
         populations, NEST's own connection rules, poisson_generators) and
         simulates it with N seeds; writes each population's firing rate, mean
         ISI CV and synchrony per seed, computed as `snnsim analyze` does.
-    nest_populations.py MODEL.toml --nest NEST.json --snnsim ANALYZE.json... [--sd-floor F]
+    nest_populations.py MODEL.toml [--set ...] --nest NEST.json --snnsim ANALYZE.json... [--sd-floor F]
         checks snnsim's statistics (analyze --json of its recordings, one per
         seed; their mean) against NEST's spread: each within mean +- 3 sd of
         NEST's seeds (sd at least F times the mean, default 0.001, in case the
         seeds agree exactly by chance); prints one line per statistic, exits 1
         if any is outside.
+
+The model file's [parameters] and expressions are evaluated here (resolve()),
+independently of snnsim's evaluator; --set replaces parameters as `snnsim
+simulate --set` does.
 
 The statistics (snnsim's analysis/src/analysis.cpp): rate = spikes /
 (neurons x duration); ISI CV = the mean over neurons with >= 2 intervals of
@@ -21,20 +25,122 @@ indicator / mean over neurons of q (1 - q)), q a neuron's spikes per bin.
 """
 import argparse
 import json
+import re
 import sys
 import tomllib
 
 import numpy as np
 
-UNITS = {"ms": 1.0, "s": 1000.0, "us": 1e-3, "mV": 1.0, "V": 1000.0, "uV": 1e-3, "pA": 1.0, "nA": 1000.0,
-         "uA": 1e6, "pF": 1.0, "nF": 1000.0, "Hz": 1.0, "kHz": 1000.0}
+# Each unit's value in the base units (ms, mV, pA) and its dimension (the
+# exponents of time, potential, current): pF = pA ms / mV, Hz = 1 / (1000 ms).
+UNITS = {"ms": (1.0, (1, 0, 0)), "s": (1000.0, (1, 0, 0)), "us": (1e-3, (1, 0, 0)),
+         "mV": (1.0, (0, 1, 0)), "V": (1000.0, (0, 1, 0)), "uV": (1e-3, (0, 1, 0)),
+         "pA": (1.0, (0, 0, 1)), "nA": (1000.0, (0, 0, 1)), "uA": (1e6, (0, 0, 1)),
+         "pF": (1.0, (1, -1, 1)), "nF": (1000.0, (1, -1, 1)), "Hz": (1e-3, (-1, 0, 0)), "kHz": (1.0, (-1, 0, 0))}
+
+
+class Q:
+    """A quantity in base units with its dimension (written independently of snnsim's C++ evaluator)."""
+
+    def __init__(self, v, dim=(0, 0, 0)):
+        self.v, self.dim = float(v), tuple(dim)
+
+    @staticmethod
+    def of(x):
+        return x if isinstance(x, Q) else Q(x)
+
+    def __add__(self, o):
+        o = Q.of(o)
+        assert self.dim == o.dim, f"adds {o.dim} to {self.dim}"
+        return Q(self.v + o.v, self.dim)
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        return self + -Q.of(o)
+
+    def __rsub__(self, o):
+        return Q.of(o) - self
+
+    def __neg__(self):
+        return Q(-self.v, self.dim)
+
+    def __pos__(self):
+        return self
+
+    def __mul__(self, o):
+        o = Q.of(o)
+        return Q(self.v * o.v, [a + b for a, b in zip(self.dim, o.dim)])
+
+    __rmul__ = __mul__
+
+    def __truediv__(self, o):
+        o = Q.of(o)
+        return Q(self.v / o.v, [a - b for a, b in zip(self.dim, o.dim)])
+
+    def __rtruediv__(self, o):
+        return Q.of(o) / self
+
+    def documented(self):
+        """The number in the documented unit of its dimension (Hz for a rate, else the base unit)."""
+        return self.v * 1000.0 if self.dim == (-1, 0, 0) else self.v
+
+
+def evaluate(text, params):
+    """A model file expression ("1.5 ms", "-g * J") as a Q; params: name -> text or number."""
+    units = "|".join(sorted(UNITS, key=len, reverse=True))
+    # "1.5 ms" and "(x) mV": a unit right after a number or a parenthesis multiplies.
+    py = re.sub(r"((?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\))\s*(" + units + r")\b", r"\1*\2", text)
+    cache = {}
+
+    class Names(dict):
+        def __missing__(self, name):
+            if name in params:
+                if name not in cache:
+                    cache[name] = evaluate(str(params[name]), params)
+                return cache[name]
+            if name in UNITS:
+                return Q(*UNITS[name])
+            raise NameError(name)
+
+    return Q.of(eval(py, {"__builtins__": {}}, Names()))
+
+
+def resolve(model, sets=()):
+    """The model with every expression replaced by its number in the documented unit
+    (a quantity's dimension says its unit); `sets` are (name, value) overrides of [parameters]."""
+    params = dict(model.get("parameters", {}))
+    for name, value in sets:
+        assert name in params, f"--set {name}: the model has no such parameter"
+        params[name] = value
+    words = {"name", "model", "source", "target", "rule", "distribution", "spikes", "v"}
+
+    def walk(x, key=None):
+        if isinstance(x, dict):
+            return {k: walk(v, k) for k, v in x.items()}
+        if isinstance(x, list):
+            return [walk(v, key) for v in x]
+        if isinstance(x, str) and key not in words:
+            return evaluate(x, params).documented()
+        return x
+
+    out = walk({k: v for k, v in model.items() if k != "parameters"})
+    for p in out.get("population", []):
+        p["size"] = int(p["size"])
+    for pr in out.get("projection", []):
+        for k in ("indegree", "N"):
+            if k in pr:
+                pr[k] = int(pr[k])
+    return out
+
+
+def load_model(path, sets=()):
+    with open(path, "rb") as f:
+        return resolve(tomllib.load(f), sets)
 
 
 def q(value):
-    """A model file quantity (a number in the documented unit, or "1.5 ms") as a number."""
-    if isinstance(value, str):
-        number, unit = value.split()
-        return float(number) * UNITS[unit]
+    """A resolved model's quantity as a number."""
     return float(value)
 
 
@@ -145,9 +251,9 @@ def main():
     ap.add_argument("--nest")
     ap.add_argument("--snnsim", nargs="+")
     ap.add_argument("--sd-floor", type=float, default=0.001)
+    ap.add_argument("--set", action="append", default=[], help="NAME=VALUE: replace a value of [parameters]")
     a = ap.parse_args()
-    with open(a.model, "rb") as f:
-        model = tomllib.load(f)
+    model = load_model(a.model, [kv.split("=", 1) for kv in a.set])
     if a.out:
         runs = [run_nest(model, seed) for seed in range(1, a.seeds + 1)]
         with open(a.out, "w") as f:
