@@ -30,6 +30,7 @@ struct SimulateFlags {
   double duration = 0;
   int64_t trials = 0;
   int64_t seed = -1, input_seed = -1;
+  std::string connectivity;
 };
 
 // A number, or null where it is undefined (a CV without intervals).
@@ -66,6 +67,7 @@ void write_summary(const SimulateFlags& f, const populations::PopulationModel& m
                    {"trials", res.trials},
                    {"seed", model.seed},
                    {"input_seed", model.input_seed},
+                   {"connectivity", model.connectivity_per_trial ? "per_trial" : "shared"},
                    {"neurons", r.neurons},
                    {"synapses", r.synapses},
                    {"build_seconds", r.build_seconds},
@@ -99,6 +101,7 @@ void run_simulate(const SimulateFlags& f) {
   if (f.trials > 0) model.trials = f.trials;
   if (f.seed >= 0) model.seed = static_cast<uint64_t>(f.seed);
   if (f.input_seed >= 0) model.input_seed = static_cast<uint64_t>(f.input_seed);
+  if (!f.connectivity.empty()) model.connectivity_per_trial = f.connectivity == "per_trial";
   if (f.threads != 0) set_intra_op_threads(f.threads);
   PopulationRunRequest request;
   request.record_path = f.record;
@@ -107,8 +110,11 @@ void run_simulate(const SimulateFlags& f) {
   const PopulationRunReport r = run_population_model(model, request);
   const auto& res = r.result;
   const double seconds_bio = model.duration_ms * 1e-3;
-  std::cout << fmt::format("{}: {} neurons, {} synapses ({:.1f} bytes each), drawn in {:.2f} s\n", f.model, r.neurons,
-                           r.synapses, r.synapses ? static_cast<double>(r.synapse_bytes) / r.synapses : 0.0,
+  std::cout << fmt::format("{}: {} neurons, {} synapses ({:.1f} bytes each){}, drawn in {:.2f} s\n", f.model,
+                           r.neurons, r.synapses,
+                           r.synapses ? static_cast<double>(r.synapse_bytes) / r.synapses : 0.0,
+                           r.networks > 1 ? fmt::format(" in trial 0's network of {}, one per trial", r.networks)
+                                          : std::string(),
                            r.build_seconds);
   std::cout << fmt::format("simulated {} ms x {} trial{} at dt = {} ms in {:.2f} s ({} threads): {} spikes, {} "
                            "synaptic events ({:.3g} per second)\n",
@@ -147,6 +153,10 @@ Run add_simulate_command(CLI::App& app) {
       ->check(whole_number(1, 4096));
   cmd->add_option("--seed", flags->seed, "Connectivity seed (default: the file's)")
       ->check(whole_number(0, int64_t{1} << 62));
+  cmd->add_option("--connectivity", flags->connectivity,
+                  "shared: every trial on the network of --seed; per_trial: trial b on the network of seed + b "
+                  "(default: the file's, else shared)")
+      ->check(CLI::IsMember({"shared", "per_trial"}));
   cmd->add_option("--input-seed", flags->input_seed, "Poisson drives' seed (default: the file's)")
       ->check(whole_number(0, int64_t{1} << 62));
   cmd->add_option("--threads", flags->threads, "Threads (0 = LibTorch's default); trials run in parallel")

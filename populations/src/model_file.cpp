@@ -332,8 +332,8 @@ PopulationModel parse_population_model(const std::string& text, const std::strin
     doc["parameters"][name] = value;  // the provenance says what ran
   }
   const Entry top{doc, where, params};
-  top.only({"dt", "duration", "trials", "seed", "input_seed", "parameters", "population", "projection", "poisson",
-            "record"});
+  top.only({"dt", "duration", "trials", "seed", "input_seed", "connectivity", "parameters", "population", "projection",
+            "poisson", "record"});
   // Every parameter is evaluated, used or not: a typo fails here.
   for (const auto& [name, t] : params.texts()) {
     Quantity q;
@@ -361,6 +361,15 @@ PopulationModel parse_population_model(const std::string& text, const std::strin
     const int64_t v = top.integer(key);
     if (v < 0) top.fail(std::string("'") + key + "' must be >= 0, got " + std::to_string(v));
     (std::string(key) == "seed" ? m.seed : m.input_seed) = static_cast<uint64_t>(v);
+  }
+
+  if (top.has("connectivity")) {
+    const std::string c = top.text("connectivity");
+    if (c != "shared" && c != "per_trial") {
+      top.fail("'connectivity' must be \"shared\" (every trial on one network) or \"per_trial\" (trial b drawn "
+               "with seed + b), got '" + c + "'");
+    }
+    m.connectivity_per_trial = c == "per_trial";
   }
 
   std::map<std::string, IafModel> models;

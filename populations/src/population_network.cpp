@@ -192,9 +192,11 @@ struct TrialRecord {
 // result does not depend on how the ranges are cut.
 class Trial {
  public:
+  // `trial` keys the random streams; `row` is its index in this run's
+  // voltmeter traces (they differ when the run starts at a later trial).
   Trial(const std::vector<Population>& pops, const std::vector<Drive>& drives, int64_t n, int64_t d, int64_t trial,
-        uint64_t input_seed)
-      : pops_(pops), drives_(drives), n_(n), d_(d), trial_(trial), seed_(input_seed), v_(n, 0.0), i_ex_(n, 0.0),
+        int64_t row, uint64_t input_seed)
+      : pops_(pops), drives_(drives), n_(n), d_(d), trial_(trial), row_(row), seed_(input_seed), v_(n, 0.0), i_ex_(n, 0.0),
         i_in_(n, 0.0), ring_ex_(d * n, 0.0), ring_in_(d * n, 0.0), ref_(n, 0), flags_(n, 0) {
     // Initial potentials: neuron i of population p takes words 4i.. of stream (trial; p).
     for (size_t p = 0; p < pops.size(); ++p) {
@@ -236,7 +238,7 @@ class Trial {
       const Population& pop = pops_[p];
       const int64_t a = std::max(lo, pop.first), b = std::min(hi, pop.first + pop.size);
       const int64_t trace_width = traces[p].second;
-      double* trace = traces[p].first ? traces[p].first + (trial_ * steps + t) * trace_width : nullptr;
+      double* trace = traces[p].first ? traces[p].first + (row_ * steps + t) * trace_width : nullptr;
       // The step of every neuron first (a loop the compiler can vectorise),
       // then the spikes collected.
       uint8_t* flag = flags_.data();
@@ -299,7 +301,7 @@ class Trial {
  private:
   const std::vector<Population>& pops_;
   const std::vector<Drive>& drives_;
-  int64_t n_, d_, trial_;
+  int64_t n_, d_, trial_, row_;
   uint64_t seed_;
   std::vector<double> v_, i_ex_, i_in_, ring_ex_, ring_in_;
   std::vector<int32_t> ref_;
@@ -314,6 +316,10 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
   }
   if (o.trials <= 0 || o.trials > kMaxTrials) {
     throw Error("trials must be between 1 and 4096, got " + std::to_string(o.trials));
+  }
+  if (o.first_trial < 0 || o.first_trial > kMaxTrials - o.trials) {
+    throw Error("the first trial must be between 0 and " + std::to_string(kMaxTrials - o.trials) + " for " +
+                std::to_string(o.trials) + " trials (at most 4096 in all), got " + std::to_string(o.first_trial));
   }
   const int64_t n_pop = static_cast<int64_t>(spec_.populations.size());
   std::vector<bool> record(n_pop, o.record_spikes.empty()), voltmeter(n_pop, false);
@@ -381,7 +387,7 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
 
   // Runs trial b with `team` ranges of neurons (a team of threads when > 1).
   const auto run_trial = [&](int64_t b, int64_t team) {
-    Trial trial(pops, drives, N, D, b, o.input_seed);
+    Trial trial(pops, drives, N, D, o.first_trial + b, b, o.input_seed);
     TrialRecord& rec = records[b];
     rec.step.assign(n_pop, {});
     rec.neuron.assign(n_pop, {});
@@ -465,6 +471,31 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
     result.synaptic_events += r.events;
   }
   return result;
+}
+
+void append_trials(PopulationRunResult& into, const PopulationRunResult& more) {
+  if (into.trials == 0) {
+    into = more;
+    return;
+  }
+  if (into.populations != more.populations || into.steps != more.steps) {
+    throw Error("append_trials: the runs differ in populations or steps (" + std::to_string(into.steps) + " and " +
+                std::to_string(more.steps) + " steps)");
+  }
+  for (size_t p = 0; p < into.populations.size(); ++p) {
+    SpikeList& a = into.spikes[p];
+    const SpikeList& b = more.spikes[p];
+    for (int32_t t : b.trial) a.trial.push_back(t + static_cast<int32_t>(into.trials));
+    a.step.insert(a.step.end(), b.step.begin(), b.step.end());
+    a.neuron.insert(a.neuron.end(), b.neuron.begin(), b.neuron.end());
+    into.population_spikes[p] += more.population_spikes[p];
+    if (into.v[p].defined() != more.v[p].defined()) throw Error("append_trials: the runs differ in their voltmeters");
+    if (into.v[p].defined()) into.v[p] = torch::cat({into.v[p], more.v[p]}, 0);
+  }
+  into.trials += more.trials;
+  into.spike_count += more.spike_count;
+  into.synaptic_events += more.synaptic_events;
+  into.seconds += more.seconds;
 }
 
 }  // namespace snn::populations

@@ -69,6 +69,7 @@ void write_recording(const populations::PopulationModel& model, const population
                                  {"model_file", request.model_path},
                                  {"seed", std::to_string(model.seed)},
                                  {"input_seed", std::to_string(model.input_seed)},
+                                 {"connectivity", model.connectivity_per_trial ? "per_trial" : "shared"},
                                  {"snnsim_version", kVersion},
                                  {"libtorch_version", kTorchVersion},
                                  {"hdf5_version", recording::hdf5_version()},
@@ -83,17 +84,25 @@ void write_recording(const populations::PopulationModel& model, const population
 PopulationRunReport run_population_model(const populations::PopulationModel& model,
                                          const PopulationRunRequest& request) {
   PopulationRunReport report;
-  const auto start = std::chrono::steady_clock::now();
-  const PopulationNetwork net(model.network, model.seed);
-  report.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  report.neurons = net.neurons();
-  report.synapses = net.synapses();
-  report.synapse_bytes = net.synapse_bytes();
   populations::PopulationRunOptions options = model.record;
   options.steps = model.steps();
   options.trials = model.trials;
   options.input_seed = model.input_seed;
-  report.result = net.simulate(options);
+  // One network for all trials, or trial b alone on the network of seed + b.
+  report.networks = model.connectivity_per_trial ? model.trials : 1;
+  if (model.connectivity_per_trial) options.trials = 1;
+  for (int64_t b = 0; b < report.networks; ++b) {
+    const auto start = std::chrono::steady_clock::now();
+    const PopulationNetwork net(model.network, model.seed + static_cast<uint64_t>(b));
+    report.build_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (b == 0) {
+      report.neurons = net.neurons();
+      report.synapses = net.synapses();
+    }
+    report.synapse_bytes = std::max(report.synapse_bytes, net.synapse_bytes());
+    options.first_trial = model.connectivity_per_trial ? b : 0;
+    populations::append_trials(report.result, net.simulate(options));
+  }
   if (!request.record_path.empty()) {
     write_recording(model, report.result, request);
     report.record_path = request.record_path;

@@ -63,6 +63,29 @@ with h5py.File(f"{d}/t.h5", "r") as f:
     assert np.array_equal(ids[: ptr[1]], a[0]) and np.array_equal(ts[: ptr[1]], a[1]), "trial 0 differs from a single run"
 PY
 
+# One network per trial: trial b runs on the network of seed + b with trial
+# b's own input streams, so a shared-network run with --seed 1 + b holds
+# the same trial b; trial 0 is the shared run's.
+"$snnsim" simulate "$small" --duration 100 --record "$tmp/own.h5" --trials 3 --connectivity per_trial \
+  --summary "$tmp/own.json" >"$tmp/own.out" 2>&1 || fail "per_trial failed: $(cat "$tmp/own.out")"
+grep -q "in trial 0's network of 3, one per trial" "$tmp/own.out" && ok || fail "per_trial not reported: $(cat "$tmp/own.out")"
+"$snnsim" simulate "$small" --duration 100 --record "$tmp/seed3.h5" --trials 3 --seed 3 >/dev/null || fail "seed 3 failed"
+"$python" - "$tmp" <<'PY' && ok || fail "per-trial connectivity misbehaves"
+import h5py, json, numpy as np, sys
+d = sys.argv[1]
+def trial(name, b):
+    with h5py.File(f"{d}/{name}.h5", "r") as f:
+        ptr = f["/samples/spike_ptr/E"][()]
+        assert f["meta"].attrs["connectivity"] == (b"per_trial" if name == "own" else b"shared")
+        return f["/spikes/E/node_ids"][ptr[b]:ptr[b + 1]], f["/spikes/E/timestamps"][ptr[b]:ptr[b + 1]] - f["/samples/t_start_ms"][b]
+def same(x, y):
+    return len(x[0]) == len(y[0]) and np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1])
+assert same(trial("own", 0), trial("t", 0)), "trial 0 is not the shared network's"
+assert same(trial("own", 2), trial("seed3", 2)), "trial 2 is not the network of seed 3"
+assert not same(trial("own", 1), trial("t", 1)), "trial 1 ran on the shared network"
+assert json.load(open(f"{d}/own.json"))["connectivity"] == "per_trial"
+PY
+
 # Bad models: one line naming the entry and the problem, exit 2, no recording.
 bad() {  # bad NAME EXPECTED SED_EXPRESSION: the small model edited by sed
   sed -e "$3" "$small" >"$tmp/bad.toml"
@@ -91,6 +114,8 @@ expect_error "missing model" "model '$tmp/nope.toml': cannot open it" simulate "
 expect_error "duration flag off the grid" "--duration: 1.05 ms is not a whole number of steps" simulate "$small" --duration 1.05
 expect_error "existing recording" "small.h5" simulate "$small" --duration 10 --record "$tmp/small.h5"
 expect_error "zero trials" "--trials" simulate "$small" --trials 0
+expect_error "unknown connectivity" "--connectivity" simulate "$small" --connectivity own
+bad "connectivity in the file" "'connectivity' must be \"shared\"" 's/^seed = 1 /connectivity = "each"\nseed = 1 /'
 expect_error "--set of no parameter" "parameters has no 'gamma' to set (it defines C_E, C_I, J, N_E, N_I, delay, epsilon, eta, g, nu_th, tau_m, theta)" \
   simulate "$small" --set gamma=3
 expect_error "--set without a value" "--set: expected NAME=VALUE" simulate "$small" --set g

@@ -120,6 +120,35 @@ TEST(PopulationNetwork, TrialsAreIndependentOfThreadsAndOfEachOther) {
   }
 }
 
+TEST(PopulationNetwork, TrialsSplitAcrossRunsJoinToOneRun) {
+  // Trials [1, 3) as their own run (first_trial = 1), then appended to
+  // trial 0's run: the spikes, counts and voltmeters of one 3-trial run.
+  const PopulationNetwork net(brunel(400, 5.0, 2.0), 3);
+  PopulationRunOptions o;
+  o.steps = 600;
+  o.trials = 3;
+  o.record_v = {"E"};
+  o.voltmeter_neurons = 2;
+  const PopulationRunResult all = net.simulate(o);
+  o.trials = 1;
+  PopulationRunResult joined = net.simulate(o);
+  o.trials = 2;
+  o.first_trial = 1;
+  append_trials(joined, net.simulate(o));
+  EXPECT_EQ(joined.trials, 3);
+  for (size_t p = 0; p < 2; ++p) {
+    EXPECT_EQ(joined.spikes[p].trial, all.spikes[p].trial);
+    EXPECT_EQ(joined.spikes[p].step, all.spikes[p].step);
+    EXPECT_EQ(joined.spikes[p].neuron, all.spikes[p].neuron);
+    EXPECT_EQ(joined.population_spikes[p], all.population_spikes[p]);
+    EXPECT_GT(trial_spikes(all.spikes[p], 2).size(), 10u) << "the case tests little";
+  }
+  EXPECT_TRUE(torch::equal(joined.v[0], all.v[0]));
+  EXPECT_EQ(joined.synaptic_events, all.synaptic_events);
+  o.first_trial = 4095;
+  EXPECT_THROW(net.simulate(o), Error);  // trials 4095 and 4096: past the 4096 streams
+}
+
 TEST(PopulationNetwork, PoissonDriveHasItsRate) {
   // A drive of 5 kHz into neurons that never fire (threshold far away): each
   // neuron's mean input per step is rate dt weight; its count is Poisson.

@@ -22,6 +22,10 @@ struct PopulationModel {
   int64_t trials = 1;           ///< independent trials simulated together
   uint64_t seed = 1;            ///< connectivity seed
   uint64_t input_seed = 1;      ///< Poisson drives' seed
+  /// Each trial its own network: trial b is drawn with connectivity seed
+  /// seed + b (file key connectivity = "per_trial"; default "shared": every
+  /// trial on the network of `seed`).
+  bool connectivity_per_trial = false;
   PopulationRunOptions record;  ///< record_spikes, record_v, voltmeter_neurons (steps and trials set from above)
   std::string json;             ///< the model as JSON (provenance: a recording's /meta config)
   /// The run length in steps of dt.

@@ -80,6 +80,12 @@ struct PopulationRunOptions {
   int64_t steps = 0;         ///< run length in steps of dt
   int64_t trials = 1;        ///< independent trials simulated together (B)
   uint64_t input_seed = 1;   ///< Poisson drives; trial b uses its own streams
+  /// The index of the first trial: the run simulates trials [first_trial,
+  /// first_trial + trials) with those trials' streams (initial potentials,
+  /// Poisson drives), numbered from 0 in the result. A batch split across
+  /// runs (one network per trial, or several processes) gives the spikes of
+  /// one run of all of them. first_trial + trials is at most 4096.
+  int64_t first_trial = 0;
   /// Populations whose spikes are recorded (empty: all).
   std::vector<std::string> record_spikes;
   /// Voltmeters: V_m (mV) after every step of the first `voltmeter_neurons`
@@ -105,6 +111,11 @@ struct PopulationRunResult {
   int64_t synaptic_events = 0;  ///< synapses a spike went through, all trials
   double seconds = 0;        ///< wall time of the simulation loop
 };
+
+/// Appends `more`'s trials to `into` (same network layout, same steps):
+/// trial b of `more` becomes trial into.trials + b. Throws snn::Error if the
+/// populations or steps differ.
+void append_trials(PopulationRunResult& into, const PopulationRunResult& more);
 
 /// A built network: its populations and drawn projections.
 class PopulationNetwork {
