@@ -333,7 +333,7 @@ PopulationModel parse_population_model(const std::string& text, const std::strin
   }
   const Entry top{doc, where, params};
   top.only({"dt", "duration", "trials", "seed", "input_seed", "connectivity", "parameters", "population", "projection",
-            "poisson", "record"});
+            "poisson", "dc", "record"});
   // Every parameter is evaluated, used or not: a typo fails here.
   for (const auto& [name, t] : params.texts()) {
     Quantity q;
@@ -400,6 +400,26 @@ PopulationModel parse_population_model(const std::string& text, const std::strin
       if (d.rate_hz < 0) named.fail("'rate' must be >= 0 Hz, got " + shown(named.at("rate")));
       d.weight = named.quantity("weight", models.at(d.target) == IafModel::kPscDelta ? Kind::kPotential : Kind::kCurrent);
       net.drives.push_back(d);
+    }
+  }
+  if (top.has("dc")) {
+    const json& currents = top.list("dc");
+    for (size_t i = 0; i < currents.size(); ++i) {
+      const Entry e = top.child(currents[i], where + ", dc " + std::to_string(i));
+      e.only({"name", "target", "amplitude", "start", "stop", "delay"});
+      CurrentSpec c;
+      c.name = e.has("name") ? e.text("name") : "dc" + std::to_string(i);
+      const Entry named = top.child(currents[i], where + ", DC current '" + c.name + "'");
+      c.target = named.text("target");
+      if (!models.count(c.target)) named.fail("population '" + c.target + "' is not defined");
+      c.amplitude_pa = named.quantity("amplitude", Kind::kCurrent);
+      if (named.has("start")) c.start_ms = named.quantity("start", Kind::kTime);
+      if (named.has("stop")) c.stop_ms = named.quantity("stop", Kind::kTime);
+      if (named.has("delay")) {
+        c.delay_ms = named.quantity("delay", Kind::kTime);
+        if (!(c.delay_ms > 0)) named.fail("'delay' must be at least one step of dt, got " + shown(named.at("delay")));
+      }
+      net.currents.push_back(c);
     }
   }
   if (top.has("record")) {

@@ -41,6 +41,20 @@ int64_t PopulationNetworkSpec::population_index(const std::string& name) const {
   throw Error("population '" + name + "' is not defined (the model defines " + (known.empty() ? "none" : known) + ")");
 }
 
+namespace {
+
+// `ms` as a whole number of steps of dt; throws naming `what` otherwise.
+int64_t whole_steps(double ms, double dt, const std::string& what) {
+  const double steps = ms / dt;
+  if (!(steps >= 0) || std::fabs(steps - std::round(steps)) > 1e-9 * std::max(1.0, steps) || steps > 9.0e15) {
+    throw Error(what + " " + message_number(ms) + " ms is not a whole number of steps of dt = " + message_number(dt) +
+                " ms");
+  }
+  return std::llround(steps);
+}
+
+}  // namespace
+
 void PopulationNetworkSpec::validate() const {
   if (!(dt > 0) || !std::isfinite(dt)) throw Error("dt must be a positive number of ms, got " + message_number(dt));
   if (populations.empty()) throw Error("the model defines no population");
@@ -94,7 +108,27 @@ void PopulationNetworkSpec::validate() const {
     }
     if (!std::isfinite(d.weight)) throw Error(what + ": weight must be finite, got " + message_number(d.weight));
   }
+  for (const auto& c : currents) {
+    const std::string what = "DC current '" + c.name + "'";
+    try {
+      population_index(c.target);
+    } catch (const Error& e) {
+      throw Error(what + ": " + e.what());
+    }
+    if (!std::isfinite(c.amplitude_pa)) throw Error(what + ": amplitude must be finite, got " + message_number(c.amplitude_pa));
+    whole_steps(c.start_ms, dt, what + ": start");
+    if (std::isfinite(c.stop_ms)) whole_steps(c.stop_ms, dt, what + ": stop");
+    if (!(c.stop_ms > c.start_ms)) {
+      throw Error(what + ": stop " + message_number(c.stop_ms) + " ms is not after start " + message_number(c.start_ms) +
+                  " ms");
+    }
+    if (c.delay_ms != 0 && (c.delay_ms < dt * (1 - 1e-9) || whole_steps(c.delay_ms, dt, what + ": delay") < 1)) {
+      throw Error(what + ": a delay of " + message_number(c.delay_ms) + " ms is below one step of dt = " +
+                  message_number(dt) + " ms");
+    }
+  }
 }
+
 
 PopulationNetwork::PopulationNetwork(PopulationNetworkSpec spec, uint64_t connectivity_seed) : spec_(std::move(spec)) {
   spec_.validate();
@@ -151,6 +185,13 @@ struct Population {
   double e_l;
   std::vector<double> i_e;  // each neuron's constant current (c.i_e plus its own)
   std::vector<Route> out;   // projections leaving it
+  // DC generators onto it: (first step given, first step not given, pA);
+  // a current given at step k acts from step k + 1.
+  struct Dc {
+    int64_t from, to;
+    double amplitude;
+  };
+  std::vector<Dc> dc;
 };
 
 // A Poisson drive: its target's neurons each draw a count per step by
@@ -196,7 +237,7 @@ class Trial {
   // voltmeter traces (they differ when the run starts at a later trial).
   Trial(const std::vector<Population>& pops, const std::vector<Drive>& drives, int64_t n, int64_t d, int64_t trial,
         int64_t row, uint64_t input_seed)
-      : pops_(pops), drives_(drives), n_(n), d_(d), trial_(trial), row_(row), seed_(input_seed), v_(n, 0.0), i_ex_(n, 0.0),
+      : pops_(pops), drives_(drives), n_(n), d_(d), trial_(trial), row_(row), seed_(input_seed), v_(n, 0.0), i0_(n, 0.0), i_ex_(n, 0.0),
         i_in_(n, 0.0), ring_ex_(d * n, 0.0), ring_in_(d * n, 0.0), ref_(n, 0), flags_(n, 0) {
     // Initial potentials: neuron i of population p takes words 4i.. of stream (trial; p).
     for (size_t p = 0; p < pops.size(); ++p) {
@@ -246,9 +287,12 @@ class Trial {
       double *v = v_.data(), *i_ex = i_ex_.data(), *i_in = i_in_.data();
       int32_t* ref = ref_.data();
       const IafCoeffs<double> c = pop.c;
+      double dc = 0.0;  // the currents given at this step
+      for (const auto& d : pop.dc) dc += t >= d.from && t < d.to ? d.amplitude : 0.0;
+      double* i0 = i0_.data();
       for (int64_t g = a; g < b; ++g) {
-        double h, i0 = 0.0;
-        flag[g] = neurons::detail::iaf_step<double>(ex[g], in[g], 0.0, i_e[g], v[g], i_ex[g], i_in[g], i0, ref[g], h, c);
+        double h;
+        flag[g] = neurons::detail::iaf_step<double>(ex[g], in[g], dc, i_e[g], v[g], i_ex[g], i_in[g], i0[g], ref[g], h, c);
         ex[g] = 0.0;
         in[g] = 0.0;
       }
@@ -303,7 +347,7 @@ class Trial {
   const std::vector<Drive>& drives_;
   int64_t n_, d_, trial_, row_;
   uint64_t seed_;
-  std::vector<double> v_, i_ex_, i_in_, ring_ex_, ring_in_;
+  std::vector<double> v_, i0_, i_ex_, i_in_, ring_ex_, ring_in_;  // i0_: the DC current in effect
   std::vector<int32_t> ref_;
   std::vector<uint8_t> flags_;  // this step's spikes, before they are collected
 };
@@ -361,6 +405,17 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
                                 pr.delays.defined() ? pr.delays.data_ptr<int16_t>() : nullptr, pr.delay_steps,
                                 first_[t], spec_.populations[t].size, buffer_of(t, lowest, highest)});
     max_delay = std::max(max_delay, pr.max_delay());
+  }
+  for (const auto& c : spec_.currents) {
+    // NEST: active at generator steps [start, stop), but never at step 0
+    // (measured: NEST 3.10 gives a generator that starts at 0 from its
+    // second step), arriving `delay` steps later, where the neuron takes it
+    // for its next step.
+    const int64_t delay = c.delay_ms == 0 ? 1 : std::llround(c.delay_ms / spec_.dt);
+    const int64_t from = std::max<int64_t>(std::llround(c.start_ms / spec_.dt), 1) + delay - 1;
+    const int64_t to = std::isfinite(c.stop_ms) ? std::llround(c.stop_ms / spec_.dt) + delay - 1
+                                               : std::numeric_limits<int64_t>::max();
+    pops[spec_.population_index(c.target)].dc.push_back({from, to, c.amplitude_pa});
   }
   std::vector<Drive> drives;
   for (const auto& d : spec_.drives) {

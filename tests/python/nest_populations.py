@@ -7,6 +7,10 @@
         simulates it with N seeds; writes each population's firing rate, mean
         ISI CV and synchrony per seed, computed as `snnsim analyze` does.
     nest_populations.py MODEL.toml [--set ...] --nest NEST.json --snnsim ANALYZE.json... [--sd-floor F]
+    nest_populations.py MODEL.toml --exact RECORDING.h5
+        a deterministic model (DC currents, constant weights and delays, no
+        Poisson drive): NEST's spikes must be snnsim's, step for step, and
+        its voltmeters' potentials within float32 rounding.
         checks snnsim's statistics (analyze --json of its recordings, one per
         seed; their mean) against NEST's spread: each within mean +- 3 sd of
         NEST's seeds (sd at least F times the mean, default 0.001, in case the
@@ -153,12 +157,10 @@ def synapse_value(v):
     return q(v)
 
 
-def run_nest(model, seed, threads=1, timing=None):
-    """Builds and simulates the model in NEST; timing (a dict), when given, receives the
-    wall seconds of building ('build') and of nest.Simulate ('simulate')."""
-    import time
+def build_nest(model, seed, threads=1):
+    """Creates the model's populations, projections, Poisson drives and DC currents in a
+    fresh NEST kernel; returns the populations (name -> NodeCollection) and dt."""
     import nest
-    started = time.perf_counter()
     nest.ResetKernel()
     nest.set_verbosity("M_ERROR")
     dt = q(model.get("dt", 0.1))
@@ -170,6 +172,9 @@ def run_nest(model, seed, threads=1, timing=None):
         params = {k: synapse_value(v) for k, v in p.get("params", {}).items() if not isinstance(v, list)}
         params.setdefault("V_m", params.get("E_L", -70.0))  # snnsim starts every neuron at rest unless told
         pops[p["name"]] = nest.Create(p["model"], p["size"], params=params)
+        own = p.get("params", {}).get("I_e")
+        if isinstance(own, list):  # one current per neuron
+            pops[p["name"]].set([{"I_e": float(x)} for x in own])
     for pr in model.get("projection", []):
         rule = pr.get("rule", "all_to_all")
         conn = {"rule": rule, "allow_autapses": pr.get("autapses", True), "allow_multapses": pr.get("multapses", True)}
@@ -186,6 +191,22 @@ def run_nest(model, seed, threads=1, timing=None):
         gen = nest.Create("poisson_generator", params={"rate": q(d["rate"])})
         # snnsim's drive reaches a neuron from the first step: the shortest delay.
         nest.Connect(gen, pops[d["target"]], syn_spec={"weight": q(d["weight"]), "delay": dt})
+    for c in model.get("dc", []):
+        params = {"amplitude": q(c["amplitude"]), "start": q(c.get("start", 0.0))}
+        if "stop" in c:
+            params["stop"] = q(c["stop"])
+        gen = nest.Create("dc_generator", params=params)
+        nest.Connect(gen, pops[c["target"]], syn_spec={"delay": q(c.get("delay", dt))})
+    return pops, dt
+
+
+def run_nest(model, seed, threads=1, timing=None):
+    """Builds and simulates the model in NEST; timing (a dict), when given, receives the
+    wall seconds of building ('build') and of nest.Simulate ('simulate')."""
+    import time
+    import nest
+    started = time.perf_counter()
+    pops, dt = build_nest(model, seed, threads)
     recorders = {}
     for name, nodes in pops.items():
         recorders[name] = nest.Create("spike_recorder")
@@ -243,6 +264,53 @@ def compare(nest_runs, analyses, sd_floor):
     return bad
 
 
+def compare_exact(model, recording):
+    """A deterministic model (no Poisson drive, no drawn values): NEST's spikes and
+    voltmeter potentials against snnsim's recording (one trial), step for step. Returns
+    the number of disagreements, printing each kind."""
+    import h5py
+    import nest
+    pops, dt = build_nest(model, 1)
+    steps = int(round(q(model["duration"]) / dt))
+    record = model.get("record", {})
+    v_pops = record.get("v", [])
+    v_pops = [v_pops] if isinstance(v_pops, str) else v_pops
+    width = int(record.get("v_neurons", 1))
+    meters, recorders = {}, {}
+    for name, nodes in pops.items():
+        recorders[name] = nest.Create("spike_recorder")
+        nest.Connect(nodes, recorders[name])
+        if name in v_pops:
+            meters[name] = nest.Create("voltmeter", params={"interval": dt})
+            nest.Connect(meters[name], nodes[:width])
+    nest.Simulate(steps * dt + 2 * dt)  # NEST stamps step k at (k + 1) dt; its voltmeter lags a step
+    bad = 0
+    with h5py.File(recording, "r") as f:
+        for name, nodes in pops.items():
+            ev = recorders[name].events
+            k = np.rint(ev["times"] / dt).astype(np.int64) - 1
+            keep = k < steps
+            nest_spikes = sorted(zip(k[keep].tolist(), (ev["senders"][keep] - nodes[0].global_id).tolist()))
+            ours = sorted(zip(np.rint(f[f"spikes/{name}/timestamps"][()] / dt).astype(np.int64).tolist(),
+                              f[f"spikes/{name}/node_ids"][()].astype(np.int64).tolist()))
+            same = nest_spikes == ours
+            print(f"{name}: {len(nest_spikes)} spikes in NEST, {len(ours)} in snnsim: {'identical' if same else 'DIFFERENT'}")
+            bad += not same
+            if name in meters:
+                ev = meters[name].events
+                k = np.rint(ev["times"] / dt).astype(np.int64) - 1
+                nest_v = np.zeros((steps, width))
+                keep = k < steps
+                nest_v[k[keep], ev["senders"][keep] - nodes[0].global_id] = ev["V_m"][keep]
+                ours_v = f[f"report/{name}/data"][()].astype(np.float64)
+                worst = np.max(np.abs(ours_v - nest_v) / np.maximum(1.0, np.abs(nest_v)))
+                ok = ours_v.shape == nest_v.shape and worst < 1e-6  # float32 storage
+                print(f"{name}: {nest_v.size} potentials, largest difference {worst:.2g} (relative, >= 1 mV scale): "
+                      f"{'ok' if ok else 'TOO LARGE'}")
+                bad += not ok
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("model")
@@ -252,8 +320,11 @@ def main():
     ap.add_argument("--snnsim", nargs="+")
     ap.add_argument("--sd-floor", type=float, default=0.001)
     ap.add_argument("--set", action="append", default=[], help="NAME=VALUE: replace a value of [parameters]")
+    ap.add_argument("--exact", help="a deterministic model's snnsim recording: spikes and potentials must be NEST's")
     a = ap.parse_args()
     model = load_model(a.model, [kv.split("=", 1) for kv in a.set])
+    if a.exact:
+        return 1 if compare_exact(model, a.exact) else 0
     if a.out:
         runs = [run_nest(model, seed) for seed in range(1, a.seeds + 1)]
         with open(a.out, "w") as f:

@@ -11,8 +11,9 @@
 ///
 ///   slot t % D of the ring buffer holds the input arriving at the end of t
 ///   1. Poisson drives add their counts x weight to slot t
-///   2. every population advances one step with slot t's input (iaf_step);
-///      slot t is cleared
+///   2. every population advances one step with slot t's input (iaf_step)
+///      and takes the DC currents given at t (they act from t + 1, NEST's
+///      lag of current generators); slot t is cleared
 ///   3. each spike of step t adds its synapses' weights to slots
 ///      (t + delay) % D of their targets (a delay >= 1 step, so always a
 ///      later step; D = the largest delay + 1)
@@ -24,6 +25,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,12 +64,28 @@ struct PoissonDriveSpec {
   double weight = 0;
 };
 
+/// NEST's dc_generator connected to every neuron of `target` with delay
+/// `delay_ms`: a constant current `amplitude_pa` that acts in the steps
+/// from (max(start_ms, dt) + delay_ms) / dt to (stop_ms + delay_ms) / dt - 1
+/// (step k ending at (k + 1) dt), as NEST 3.10 gives it, including its
+/// silent first step (tests/cli/nest_dc_test.sh checks it spike for spike).
+/// Times are whole steps of dt.
+struct CurrentSpec {
+  std::string name;
+  std::string target;
+  double amplitude_pa = 0;
+  double start_ms = 0;
+  double stop_ms = std::numeric_limits<double>::infinity();  ///< infinity: to the end
+  double delay_ms = 0;  ///< 0: one step (dt), NEST's smallest delay
+};
+
 /// The whole model: what a model file holds (without the run's length).
 struct PopulationNetworkSpec {
   double dt = 0.1;  ///< grid step in ms
   std::vector<PopulationSpec> populations;
   std::vector<ProjectionSpec> projections;
   std::vector<PoissonDriveSpec> drives;
+  std::vector<CurrentSpec> currents;
   /// Throws snn::Error naming the entry and the problem: an unknown or
   /// repeated population, a model whose dt differs, a negative rate, ...
   void validate() const;
