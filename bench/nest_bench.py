@@ -9,7 +9,12 @@ time of the simulation loop (NEST's nest.Simulate, snnsim's "simulated ...
 in S s"), not the building or the start-up. Then B trials in one snnsim run
 against B separate runs.
 
-Usage: nest_bench.py SNNSIM MODEL.toml [--threads 1,2] [--trials 16] [--reps 1]
+With --brian PYTHON (.venv-brian/bin/python), Brian2 2.9's cython target
+too (tests/python/brian_populations.py --time: net.run after a warm-up run
+that compiles; iaf_psc_exp models only), against snnsim at 1 thread (Brian2
+runs on one).
+
+Usage: nest_bench.py SNNSIM MODEL.toml [--threads 1,2] [--trials 16] [--reps 1] [--brian PYTHON]
 Run it with .venv-peers/bin/python (NEST is there).
 """
 import argparse
@@ -40,6 +45,7 @@ def main():
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--trials", type=int, default=16)
     ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--brian", help="Python of .venv-brian: time Brian2 on the model too")
     a = ap.parse_args()
     model = load_model(a.model)
     print(f"model {a.model}, {model['duration']} ms of biological time")
@@ -57,6 +63,13 @@ def main():
         nest_rates = ", ".join(f"{name} {s['rate_hz']:.1f}" for name, s in nest_stats.items())
         print(f"{threads:>7} {n:>8.2f} {o:>9.2f} {n / o:>7.1f}x {events / o:>18.3g}  snnsim {ours_rates}; NEST {nest_rates}")
     print(f"snnsim: {synapses} synapses, {bytes_each} bytes each (NEST: {timing['connections']} connections)")
+    if a.brian:
+        brian = float(subprocess.run([a.brian, os.path.join(ROOT, "tests", "python", "brian_populations.py"), a.model,
+                                      "--time", "--reps", str(a.reps)],
+                                     check=True, capture_output=True, text=True).stdout.split()[-1])
+        ours = min(snnsim(a.snnsim, a.model, 1)[0] for _ in range(a.reps))
+        print(f"Brian2 2.9 (cython, 1 thread, compilation excluded) {brian:.2f} s, snnsim 1 thread {ours:.2f} s: "
+              f"{brian / ours:.1f}x")
     if a.trials > 1:
         one, _, _, _, _ = snnsim(a.snnsim, a.model, 1, 1)
         together, _, _, _, _ = snnsim(a.snnsim, a.model, 1, a.trials)

@@ -72,3 +72,17 @@ import nest
 assert md.version('spikingjelly') == '2.0.0', md.version('spikingjelly')" >/dev/null
   echo "$peers_want" >"$peers_stamp"
 fi
+
+# Brian2's environment (.venv-brian): standalone, with the numpy Brian2 2.9
+# supports. Rebuilt only when requirements-brian.txt changes.
+brian="$root/.venv-brian"
+brian_stamp="$brian/.snn-requirements"
+brian_want="$(cat requirements-brian.txt | sha256sum | cut -d' ' -f1)"
+if [[ ! -f "$brian_stamp" || "$(cat "$brian_stamp")" != "$brian_want" ]]; then
+  echo "setup: creating $brian (Brian2 2.9 with numpy 1.26)"
+  rm -rf "$brian"
+  "$python" -m venv "$brian"
+  "$brian/bin/python" -m pip install -q --disable-pip-version-check -r requirements-brian.txt
+  "$brian/bin/python" -c "import brian2, Cython; assert brian2.__version__ == '2.9.0', brian2.__version__" >/dev/null
+  echo "$brian_want" >"$brian_stamp"
+fi

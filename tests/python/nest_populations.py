@@ -246,7 +246,7 @@ def statistics(neuron, step, n, steps, dt):
     return {"rate_hz": rate, "isi_cv": float(np.mean(cvs)) if cvs else float("nan"), "synchrony": chi}
 
 
-def compare(nest_runs, analyses, sd_floor):
+def compare(nest_runs, analyses, sd_floor, peer="NEST"):
     ours = [{p["name"]: p for p in a["populations"]} for a in analyses]
     bad = 0
     for name in nest_runs[0]:
@@ -259,7 +259,7 @@ def compare(nest_runs, analyses, sd_floor):
             inside = abs(value - mean) <= tol
             bad += not inside
             spread = f" +- {mine.std(ddof=1):.2g}" if len(mine) > 1 else ""
-            print(f"{name} {key}: snnsim {value:.4g}{spread} over {len(mine)} seeds, NEST {mean:.4g} +- {sd:.2g} "
+            print(f"{name} {key}: snnsim {value:.4g}{spread} over {len(mine)} seeds, {peer} {mean:.4g} +- {sd:.2g} "
                   f"over {len(values)} seeds (allowed +- {tol:.2g}): {'ok' if inside else 'OUTSIDE'}")
     return bad
 
