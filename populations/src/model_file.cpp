@@ -386,41 +386,48 @@ PopulationModel parse_population_model(const std::string& text, const std::strin
       net.projections.push_back(read_projection(top.child(prs[i], where + ", projection " + std::to_string(i)), models));
     }
   }
-  if (top.has("poisson")) {
-    const json& drives = top.list("poisson");
-    for (size_t i = 0; i < drives.size(); ++i) {
-      const Entry e = top.child(drives[i], where + ", poisson " + std::to_string(i));
-      e.only({"name", "target", "rate", "weight"});
-      PoissonDriveSpec d;
-      d.name = e.has("name") ? e.text("name") : "poisson" + std::to_string(i);
-      const Entry named = top.child(drives[i], where + ", Poisson drive '" + d.name + "'");
-      d.target = named.text("target");
-      if (!models.count(d.target)) named.fail("population '" + d.target + "' is not defined");
-      d.rate_hz = named.quantity("rate", Kind::kRate);
-      if (d.rate_hz < 0) named.fail("'rate' must be >= 0 Hz, got " + shown(named.at("rate")));
-      d.weight = named.quantity("weight", models.at(d.target) == IafModel::kPscDelta ? Kind::kPotential : Kind::kCurrent);
-      net.drives.push_back(d);
-    }
+  // A device entry ([[poisson]], [[dc]]): its keys checked, its name (by
+  // default the table's name and index), and its target population.
+  struct Device {
+    std::string name, target;
+    Entry named;  // the entry, named by the device
+  };
+  const auto device = [&](const std::string& table, size_t i, const std::string& label,
+                          const std::set<std::string>& keys) {
+    const json& j = top.list(table)[i];
+    const Entry e = top.child(j, where + ", " + table + " " + std::to_string(i));
+    e.only(keys);
+    const std::string name = e.has("name") ? e.text("name") : table + std::to_string(i);
+    Device d{name, "", top.child(j, where + ", " + label + " '" + name + "'")};
+    d.target = d.named.text("target");
+    if (!models.count(d.target)) d.named.fail("population '" + d.target + "' is not defined");
+    return d;
+  };
+  for (size_t i = 0; top.has("poisson") && i < top.list("poisson").size(); ++i) {
+    const Device dev = device("poisson", i, "Poisson drive", {"name", "target", "rate", "weight"});
+    const Entry& named = dev.named;
+    PoissonDriveSpec d;
+    d.name = dev.name;
+    d.target = dev.target;
+    d.rate_hz = named.quantity("rate", Kind::kRate);
+    if (d.rate_hz < 0) named.fail("'rate' must be >= 0 Hz, got " + shown(named.at("rate")));
+    d.weight = named.quantity("weight", models.at(d.target) == IafModel::kPscDelta ? Kind::kPotential : Kind::kCurrent);
+    net.drives.push_back(d);
   }
-  if (top.has("dc")) {
-    const json& currents = top.list("dc");
-    for (size_t i = 0; i < currents.size(); ++i) {
-      const Entry e = top.child(currents[i], where + ", dc " + std::to_string(i));
-      e.only({"name", "target", "amplitude", "start", "stop", "delay"});
-      CurrentSpec c;
-      c.name = e.has("name") ? e.text("name") : "dc" + std::to_string(i);
-      const Entry named = top.child(currents[i], where + ", DC current '" + c.name + "'");
-      c.target = named.text("target");
-      if (!models.count(c.target)) named.fail("population '" + c.target + "' is not defined");
-      c.amplitude_pa = named.quantity("amplitude", Kind::kCurrent);
-      if (named.has("start")) c.start_ms = named.quantity("start", Kind::kTime);
-      if (named.has("stop")) c.stop_ms = named.quantity("stop", Kind::kTime);
-      if (named.has("delay")) {
-        c.delay_ms = named.quantity("delay", Kind::kTime);
-        if (!(c.delay_ms > 0)) named.fail("'delay' must be at least one step of dt, got " + shown(named.at("delay")));
-      }
-      net.currents.push_back(c);
+  for (size_t i = 0; top.has("dc") && i < top.list("dc").size(); ++i) {
+    const Device dev = device("dc", i, "DC current", {"name", "target", "amplitude", "start", "stop", "delay"});
+    const Entry& named = dev.named;
+    CurrentSpec c;
+    c.name = dev.name;
+    c.target = dev.target;
+    c.amplitude_pa = named.quantity("amplitude", Kind::kCurrent);
+    if (named.has("start")) c.start_ms = named.quantity("start", Kind::kTime);
+    if (named.has("stop")) c.stop_ms = named.quantity("stop", Kind::kTime);
+    if (named.has("delay")) {  // 0 would mean the default (one step): refused as written
+      c.delay_ms = named.quantity("delay", Kind::kTime);
+      if (!(c.delay_ms > 0)) named.fail("'delay' must be at least one step of dt, got " + shown(named.at("delay")));
     }
+    net.currents.push_back(c);
   }
   if (top.has("record")) {
     const Entry r = top.child(top.at("record"), where + ", record");
