@@ -24,11 +24,11 @@ namespace snn::app {
 namespace {
 
 // NaN (an undefined statistic) becomes JSON null.
-nlohmann::json number(double v) { return std::isnan(v) ? nlohmann::json(nullptr) : nlohmann::json(v); }
+
 
 nlohmann::json numbers(const std::vector<double>& v) {
   nlohmann::json out = nlohmann::json::array();
-  for (double x : v) out.push_back(number(x));
+  for (double x : v) out.push_back(json_number(x));
   return out;
 }
 
@@ -39,18 +39,18 @@ nlohmann::json to_json(const analysis::RecordingStats& r) {
                     {"layer", p.layer},
                     {"recorded_neurons", p.node_ids.size()},
                     {"spikes", p.spikes},
-                    {"rate_hz", number(p.rate_hz)},
-                    {"spikes_per_step", number(p.spikes_per_step)},
+                    {"rate_hz", json_number(p.rate_hz)},
+                    {"spikes_per_step", json_number(p.spikes_per_step)},
                     {"silent_neurons", p.silent_neurons},
                     {"isi_count", p.isi_count},
-                    {"isi_mean_ms", number(p.isi_mean_ms)},
-                    {"isi_cv", number(p.isi_cv)},
+                    {"isi_mean_ms", json_number(p.isi_mean_ms)},
+                    {"isi_cv", json_number(p.isi_cv)},
                     {"cv_neurons", p.cv_neurons},
                     {"isi_histogram_steps", p.isi_histogram},
-                    {"fano", number(p.fano)},
+                    {"fano", json_number(p.fano)},
                     {"fano_neurons", p.fano_neurons},
-                    {"population_fano", number(p.population_fano)},
-                    {"synchrony_chi", number(p.synchrony)},
+                    {"population_fano", json_number(p.population_fano)},
+                    {"synchrony_chi", json_number(p.synchrony)},
                     {"psth_hz", numbers(p.psth_hz)},
                     {"node_ids", p.node_ids},
                     {"neuron_spikes", p.neuron_spikes},
@@ -62,7 +62,7 @@ nlohmann::json to_json(const analysis::RecordingStats& r) {
           {"steps", r.steps},
           {"dt_ms", r.dt_ms},
           {"classes", r.classes},
-          {"accuracy", number(r.accuracy)},
+          {"accuracy", json_number(r.accuracy)},
           {"accuracy_by_step", numbers(r.accuracy_by_step)},
           {"confusion", r.confusion},
           {"populations", pops},

@@ -46,6 +46,8 @@ std::vector<std::string> split_list(const std::string& text);
 double parse_bytes(const std::string& flag, const std::string& text);
 /// A finite number; throws snn::Error "WHAT: expected a number, got ..." otherwise.
 double parse_number(const std::string& what, const std::string& text);
+/// A number for JSON output, or null where it is not finite (a CV without intervals).
+nlohmann::json json_number(double x);
 /// The statistics a population model sweep's manifest rows hold
 /// ("E.rate_hz", "E.isi_cv", "E.fano", "E.synchrony", then "I.rate_hz", ...),
 /// in that order; `rows` is the manifest's "rows" array.

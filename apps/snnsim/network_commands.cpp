@@ -475,6 +475,8 @@ double parse_bytes(const std::string& flag, const std::string& text) {
   return v * unit;
 }
 
+nlohmann::json json_number(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
+
 double parse_number(const std::string& what, const std::string& text) {
   std::size_t used = 0;
   double v = 0;

@@ -33,8 +33,6 @@ struct SimulateFlags {
   std::string connectivity;
 };
 
-// A number, or null where it is undefined (a CV without intervals).
-nlohmann::json number(double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); }
 
 // --summary: the run and each population's rate (all its neurons, from the
 // simulation) and, where its spikes were recorded, the recording's ISI CV,
@@ -53,9 +51,9 @@ void write_summary(const SimulateFlags& f, const populations::PopulationModel& m
                      {"rate_hz", res.population_spikes[p] / (n * model.duration_ms * 1e-3 * res.trials)}};
     for (const auto& st : recorded) {
       if (st.name != res.populations[p]) continue;
-      j["isi_cv"] = number(st.isi_cv);
-      j["fano"] = number(st.fano);
-      j["synchrony"] = number(st.synchrony);
+      j["isi_cv"] = json_number(st.isi_cv);
+      j["fano"] = json_number(st.fano);
+      j["synchrony"] = json_number(st.synchrony);
     }
     pops.push_back(j);
   }
