@@ -17,13 +17,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 sed -e 's/^duration = "1000 ms"/duration = "500 ms"/' "$here/../../examples/cuba/cuba.toml" >"$tmp/cuba.toml"
 "$python" "$here/../python/brian_populations.py" "$tmp/cuba.toml" --seeds 10 --out "$tmp/brian.json" \
   >"$tmp/brian.log" 2>&1 || fail "Brian2 failed: $(tail -5 "$tmp/brian.log")"
-analyses=()
-for seed in $(seq 1 10); do
-  "$snnsim" simulate "$tmp/cuba.toml" --seed $seed --input-seed $seed --record "$tmp/$seed.h5" >/dev/null \
-    2>"$tmp/err" || fail "$(cat "$tmp/err")"
-  "$snnsim" analyze "$tmp/$seed.h5" --json "$tmp/$seed.json" >/dev/null || fail "analyze failed"
-  analyses+=("$tmp/$seed.json")
-done
+seed_analyses "$tmp/cuba" "$tmp/cuba.toml" 10
 "$python" "$here/../python/brian_populations.py" "$tmp/cuba.toml" --peer "$tmp/brian.json" --snnsim "${analyses[@]}" &&
   ok || fail "snnsim's statistics fall outside Brian2's spread"
 finish

@@ -47,3 +47,20 @@ fill_fs() {
 
 # sha FILE: its sha256 (to prove a file was left exactly as it was).
 sha() { sha256sum "$1" | cut -d' ' -f1; }
+
+# seed_analyses PREFIX MODEL SEEDS [simulate flags...]: `snnsim simulate
+# MODEL --seed s --input-seed s --record PREFIX.s.h5` and `snnsim analyze
+# --json PREFIX.s.json` for s = 1..SEEDS (the peer comparisons' snnsim
+# side); sets the array `analyses` to the JSON paths, or calls fail.
+seed_analyses() {
+  local prefix="$1" model="$2" seeds="$3" seed
+  shift 3
+  analyses=()
+  for seed in $(seq 1 "$seeds"); do
+    "$snnsim" simulate "$model" "$@" --seed "$seed" --input-seed "$seed" --record "$prefix.$seed.h5" >/dev/null \
+      2>"$tmp/err" || { fail "simulate $model (seed $seed): $(cat "$tmp/err")"; return 1; }
+    "$snnsim" analyze "$prefix.$seed.h5" --json "$prefix.$seed.json" >/dev/null 2>"$tmp/err" ||
+      { fail "analyze $prefix.$seed.h5: $(cat "$tmp/err")"; return 1; }
+    analyses+=("$prefix.$seed.json")
+  done
+}

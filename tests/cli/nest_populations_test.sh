@@ -32,13 +32,7 @@ for regime in "AI 5 2" "g3_eta2 3 2" "g6_eta0.9 6 0.9" "cuba"; do
   fi
   "$python" "$here/../python/nest_populations.py" "$tmp/$1.toml" "${sets[@]}" --seeds 10 --out "$tmp/$1.nest.json" \
     >"$tmp/nest.log" 2>&1 || { fail "$1: NEST failed: $(tail -5 "$tmp/nest.log")"; continue; }
-  analyses=()
-  for seed in $(seq 1 10); do
-    "$snnsim" simulate "$tmp/$1.toml" "${sets[@]}" --seed $seed --input-seed $seed --record "$tmp/$1.$seed.h5" >/dev/null \
-      2>"$tmp/err" || fail "$1: $(cat "$tmp/err")"
-    "$snnsim" analyze "$tmp/$1.$seed.h5" --json "$tmp/$1.$seed.json" >/dev/null || fail "$1: analyze failed"
-    analyses+=("$tmp/$1.$seed.json")
-  done
+  seed_analyses "$tmp/$1" "$tmp/$1.toml" 10 "${sets[@]}" || continue
   echo "== $1 ${2:+(g = $2, eta = $3)}"
   "$python" "$here/../python/nest_populations.py" "$tmp/$1.toml" "${sets[@]}" --nest "$tmp/$1.nest.json" --snnsim "${analyses[@]}" &&
     ok || fail "$1: snnsim's statistics fall outside NEST's spread"

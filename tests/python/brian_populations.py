@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nest_populations import compare, load_model, statistics  # noqa: E402
+from nest_populations import compare, load_model, read_json, statistics  # noqa: E402
 
 # NEST 3.10's iaf_psc_exp defaults.
 DEFAULTS = {"C_m": 250.0, "tau_m": 10.0, "tau_syn_ex": 2.0, "tau_syn_in": 2.0, "t_ref": 2.0, "E_L": -70.0,
@@ -147,12 +147,7 @@ def main():
         for name in runs[0]:
             print(name, "rate", [round(r[name]["rate_hz"], 2) for r in runs])
         return 0
-    with open(a.peer) as f:
-        runs = json.load(f)
-    analyses = []
-    for path in a.snnsim:
-        with open(path) as f:
-            analyses.append(json.load(f))
+    runs, *analyses = read_json([a.peer, *a.snnsim])
     return 1 if compare(runs, analyses, a.sd_floor, peer="Brian2") else 0
 
 

@@ -246,6 +246,15 @@ def statistics(neuron, step, n, steps, dt):
     return {"rate_hz": rate, "isi_cv": float(np.mean(cvs)) if cvs else float("nan"), "synchrony": chi}
 
 
+def read_json(paths):
+    """The JSON documents at `paths`, in order."""
+    out = []
+    for path in paths:
+        with open(path) as f:
+            out.append(json.load(f))
+    return out
+
+
 def compare(nest_runs, analyses, sd_floor, peer="NEST"):
     ours = [{p["name"]: p for p in a["populations"]} for a in analyses]
     bad = 0
@@ -332,12 +341,7 @@ def main():
         for name in runs[0]:
             print(name, "rate", [round(r[name]["rate_hz"], 2) for r in runs])
         return 0
-    with open(a.nest) as f:
-        runs = json.load(f)
-    analyses = []
-    for path in a.snnsim:
-        with open(path) as f:
-            analyses.append(json.load(f))
+    runs, *analyses = read_json([a.nest, *a.snnsim])
     return 1 if compare(runs, analyses, a.sd_floor) else 0
 
 
