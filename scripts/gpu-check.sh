@@ -38,7 +38,7 @@ deps_dir="$root/.gpu-deps"
 # that the shared library it names exists (we use fmt header-only);
 # libgmock-dev because GTest's config names gmock's archives.
 packages=(libhdf5-dev libaec-dev zlib1g-dev libfmt-dev libfmt9 libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
-          libtomlplusplus-dev)
+          libtomlplusplus-dev libgloo-dev)
 
 if [[ "${1:-}" == "--fetch" ]]; then
   mkdir -p "$deps_dir"
@@ -124,7 +124,7 @@ cmake_args=(
   -DCMAKE_PREFIX_PATH="$torch_prefix" -DSNN_PYTHON="$python"
   -Dfmt_DIR="$lib/cmake/fmt" -DGTest_DIR="$lib/cmake/GTest"
   -DCLI11_DIR="$usr/share/cmake/CLI11" -Dnlohmann_json_DIR="$usr/share/cmake/nlohmann_json"
-  -DSNN_TOMLPP_INCLUDE_DIR="$usr/include"
+  -DSNN_TOMLPP_INCLUDE_DIR="$usr/include" -DSNN_GLOO_INCLUDE_DIR="$usr/include"
   -DZLIB_INCLUDE_DIR="$usr/include" -DZLIB_LIBRARY="$lib/libz.a"
   -DHDF5_USE_STATIC_LIBRARIES=ON -DHDF5_NO_FIND_PACKAGE_CONFIG_FILE=ON
   -DHDF5_C_COMPILER_EXECUTABLE=/bin/false  # never a system h5cc: it would name the system's HDF5

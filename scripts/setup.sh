@@ -12,7 +12,7 @@ cd "$root"
 apt_packages=(
   build-essential cmake ninja-build ccache pkg-config git
   python3 python3-venv python3-pip
-  libhdf5-dev hdf5-tools libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev zlib1g-dev dataset-fashion-mnist
+  libhdf5-dev hdf5-tools libfmt-dev libgtest-dev libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libgloo-dev zlib1g-dev dataset-fashion-mnist
   libplplot-dev plplot-driver-cairo strace
 )
 

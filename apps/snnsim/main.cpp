@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "config_format.h"
+#include "dist_flags.h"
 #include "parse_errors.h"
 #include "snn/core/build_info.h"
 #include "snn/core/error.h"
@@ -21,14 +22,19 @@ namespace {
 
 int fail(int code, const std::string& message) {
   // One line: c10 messages can hold newlines and a backtrace.
-  std::string line = message.substr(0, message.find('\n'));
-  std::cerr << "snnsim: error: " << line << "\n";
+  const std::string line = message.substr(0, message.find('\n'));
+  // In a run over several processes the other ranks hear of it too.
+  if (const auto said = snn::app::error_line(line, code)) std::cerr << "snnsim: error: " << *said << "\n";
   return code;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A run over several processes is left before static destruction begins.
+  struct LeaveWorld {
+    ~LeaveWorld() { snn::app::leave_world(); }
+  } leave_world;
   // Keep freed memory for reuse instead of returning it to the kernel: a
   // simulation allocates the same [K, B, N] blocks over and over, and glibc
   // would otherwise map and unmap every block above 128 KiB, paying a page

@@ -22,6 +22,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "dist_flags.h"
 #include "neuron_flags.h"
 #include "progress.h"
 #include "validators.h"
@@ -31,6 +32,7 @@
 #include "snn/datasets/data_location.h"
 #include "snn/datasets/idx.h"
 #include "snn/simulator/checkpoint.h"
+#include "snn/simulator/distributed.h"
 #include "snn/simulator/network_graph.h"
 #include "snn/simulator/run_recording.h"
 #include "snn/recording/recording_file.h"
@@ -269,6 +271,7 @@ struct RunFlags {
   // Overrides of the checkpoint's settings ("" = keep): what sweeps vary.
   std::string tau, v_threshold, v_reset, refractory, gain, seed;
   SimFlags sim;
+  DistFlags dist;
 };
 
 // The whole number a flag holds (seed, refractory: given as text so that
@@ -345,8 +348,31 @@ void catch_stop_signals() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
+// What decides a run's results, for the ranks of a run over several
+// processes to compare: the run options (their paths aside: machines may
+// mount the same files elsewhere), the weights and the samples.
+std::string run_settings(const RunOptions& o, const SpikingNetwork& net, const LabeledImages& split, int64_t samples) {
+  nlohmann::json j = nlohmann::json::parse(o.to_json());
+  j.erase("checkpoint");
+  j.erase("data_dir");
+  j["parameters_hash"] = parameters_hash(net);
+  j["samples"] = samples;
+  // The labels in order, as a fingerprint of the data: sum of (i + 1) * label.
+  const torch::Tensor labels = split.labels.narrow(0, 0, samples).to(torch::kLong);
+  j["labels_fingerprint"] = (labels * torch::arange(1, samples + 1, torch::kLong)).sum().item<int64_t>();
+  return j.dump();
+}
+
 void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   const bool resuming = !f.resume.empty();
+  const std::optional<dist::WorldOptions> world_opts = world_options(f.dist, given);
+  if (world_opts && (!f.output.empty() || resuming)) {
+    throw Error(std::string(resuming ? "--resume" : "--output") + " with " + std::to_string(world_opts->world_size) +
+                " ranks: a run over several processes does not record yet; record with one process");
+  }
+  // Joined first, so that a rank failing to load its files tells the others
+  // at once instead of leaving them waiting for it.
+  dist::World* world = world_opts ? &join_world(*world_opts) : nullptr;
   const auto has = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
   RunOptions o;
   if (resuming) {
@@ -378,6 +404,15 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   const LabeledImages& split = o.split == "train" ? data.train : data.test;
   net.prepare_input(split.images.narrow(0, 0, 1));
   auto_balance(f.sim, net, split.images);
+  const int64_t samples = o.limit < 0 ? split.size() : std::min(o.limit, split.size());
+  // A run over several processes: this rank simulates its share of the
+  // samples; the shares' results are gathered below.
+  SampleRange share;
+  if (world) {
+    world->check_same_settings(run_settings(o, net, split, samples));
+    share = rank_share(samples, world->rank(), world->size());
+  }
+  const bool speaks = !world || world->rank() == 0;  // what the run prints, rank 0 prints
   RecordRequest record;
   if (!output.empty()) {
     record.path = output;
@@ -390,7 +425,6 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     record.traces = parse_population_list("--record-v", o.record_v, c);
     record.meta = run_provenance(c, o, kGitCommit);
     if (!resuming) {
-      const int64_t samples = o.limit < 0 ? split.size() : std::min(o.limit, split.size());
       const RecordingEstimate estimate = estimate_recording(net, split, f.sim.batch_size, record, samples);
       const double budget = f.max_record_bytes.empty() ? 0 : parse_bytes("--max-record-bytes", f.max_record_bytes);
       if (budget > 0 && estimate.bytes > budget) {
@@ -406,17 +440,36 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   }
   const auto t0 = std::chrono::steady_clock::now();
   Progress progress(o.split + " split");
-  const EvalResult r = evaluate(net, split, f.sim.batch_size, o.limit, output.empty() ? nullptr : &record,
-                                [&](int64_t done, int64_t total) { progress.update(done, total); });
-  progress.finish();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const EvalResult mine = evaluate(net, split, f.sim.batch_size, o.limit, output.empty() ? nullptr : &record,
+                                   [&](int64_t done, int64_t total) {
+                                     if (speaks) progress.update(done, total);
+                                   },
+                                   share);
+  if (speaks) progress.finish();
+  const EvalResult r = world ? gather_results(*world, mine, c) : mine;
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::vector<int64_t> rank_samples{r.samples};
+  if (world) {
+    secs = world->all_gather_rows(torch::tensor({secs}, torch::kDouble)).max().item<double>();  // the slowest rank's
+    const torch::Tensor n = world->all_gather_rows(torch::tensor({mine.samples}, torch::kLong));
+    rank_samples.assign(n.data_ptr<int64_t>(), n.data_ptr<int64_t>() + n.numel());
+    world->finish();
+    if (!speaks) return;
+  }
   std::cout << fmt::format("{} split: {} samples, T = {}, accuracy {:.4f} ({:.1f} s)\n", o.split, r.samples, c.steps,
                            r.accuracy, secs);
   if (r.resumed_at > 0) {
     std::cout << fmt::format("resumed: samples 0..{} came from the recording, {} were simulated now\n",
                              r.resumed_at - 1, r.samples - r.resumed_at);
   }
-  if (r.samples > r.resumed_at) std::cout << "pipeline: " << r.execution.describe() << "\n";
+  if (r.samples > r.resumed_at) std::cout << "pipeline: " << r.execution.describe() << (world ? " on each rank" : "") << "\n";
+  if (world) {
+    std::string shares;
+    for (size_t k = 0, first = 0; k < rank_samples.size(); first += static_cast<size_t>(rank_samples[k]), ++k) {
+      shares += fmt::format("{}{}..{} on rank {}", k ? ", " : "", first, first + rank_samples[k] - 1, k);
+    }
+    std::cout << fmt::format("ranks: {} processes; samples {}\n", world->size(), shares);
+  }
   for (size_t i = 0; i < r.firing_rate.size(); ++i) {
     if (!net.neuron_layers()[i]->spiking()) {
       std::cout << fmt::format("layer {} ({} neurons): a leaky integrator, passes its potential on (no spikes)\n",
@@ -443,6 +496,8 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
                      {"seconds", secs},
                      {"threads", at::get_num_threads()},
                      {"execution", nlohmann::json::parse(r.execution.to_json())},
+                     {"ranks", rank_samples.size()},
+                     {"samples_per_rank", rank_samples},
                      {"snnsim_version", kVersion},
                      {"config", nlohmann::json::parse(c.to_json())}};
     write_file_atomically(f.summary, j.dump(2) + "\n");
@@ -617,6 +672,7 @@ Run add_run_command(CLI::App& app) {
                   "Continue the unfinished recording FILE (interrupted or killed) with the settings it was started "
                   "with; the result equals an uninterrupted run's");
   add_sim_flags(cmd, f->sim);
+  add_dist_flags(cmd, f->dist);
   return [cmd, f] {
     if (!cmd->parsed()) return;
     run_run(*f, given_options(cmd));

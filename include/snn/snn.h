@@ -4,6 +4,7 @@
 #include "snn/core/build_info.h"
 #include "snn/core/error.h"
 #include "snn/datasets/idx.h"
+#include "snn/dist/world.h"
 #include "snn/encoders/encoders.h"
 #include "snn/graph/graph.h"
 #include "snn/graph/graph_text.h"

@@ -531,10 +531,32 @@ class BatchRecorder {
 
 }  // namespace
 
+void finish_result(EvalResult& r, const NetworkConfig& config) {
+  const int64_t n = r.samples, T = config.steps;
+  r.predictions = r.counts.argmax(1);
+  r.accuracy = r.predictions.eq(r.labels).sum().item<double>() / static_cast<double>(n);
+  r.accuracy_by_step.clear();
+  for (int64_t t = 0; t < T; ++t) {
+    r.accuracy_by_step.push_back(r.correct_by_step[t].item<double>() / static_cast<double>(n));
+  }
+  r.firing_rate.clear();
+  for (size_t i = 0; i < r.layer_spikes.size(); ++i) {
+    const double slots = static_cast<double>(n) * static_cast<double>(T) * static_cast<double>(config.layers[i + 1]);
+    r.firing_rate.push_back(r.layer_spikes[i] / slots);
+  }
+}
+
 EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batch_size, int64_t limit,
-                    const RecordRequest* record, const std::function<void(int64_t, int64_t)>& progress) {
+                    const RecordRequest* record, const std::function<void(int64_t, int64_t)>& progress,
+                    SampleRange range) {
   if (batch_size < 1) throw Error("batch size must be >= 1, got " + std::to_string(batch_size));
-  const int64_t n = used_samples(data, limit);
+  const int64_t used = used_samples(data, limit);
+  const int64_t begin = range.begin, end = range.end < 0 ? used : range.end;
+  if (begin < 0 || begin >= end || end > used) {
+    throw Error("samples " + std::to_string(begin) + ".." + std::to_string(end - 1) + " are not a part of the " +
+                std::to_string(used) + " samples to simulate");
+  }
+  const int64_t n = end - begin;
   check_memory(net.config(), std::min(batch_size, n), /*training=*/false);
   const int64_t T = net.config().steps;
   const auto t0 = std::chrono::steady_clock::now();
@@ -545,29 +567,30 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
   std::unique_ptr<BatchRecorder> recorder = record ? std::make_unique<BatchRecorder>(net, *record) : nullptr;
   if (recorder && record->on_open) record->on_open();
   // A resumed recording's committed samples are read back, not simulated.
-  const int64_t first = recorder ? recorder->samples_committed_before() : 0;
-  if (first > n) {
-    throw Error("the recording to resume holds " + std::to_string(first) + " samples, more than the " +
+  const int64_t committed = recorder ? recorder->samples_committed_before() : 0;
+  if (committed > n) {
+    throw Error("the recording to resume holds " + std::to_string(committed) + " samples, more than the " +
                 std::to_string(n) + " this run simulates");
   }
+  const int64_t first = begin + committed;
   ModelPipeline pipe = net.make_pipeline();
   ExecutionInfo execution = execution_of(net);
   for (const auto& layer : net.neuron_layers()) layer->set_count_spikes(true);
   std::vector<torch::Tensor> counts;
   torch::Tensor correct_by_step = torch::zeros({T}, torch::kLong);
   std::vector<double> prior_spikes(net.neuron_layers().size(), 0.0);
-  if (first > 0) {
+  if (committed > 0) {
     const recording::SampleRows& p = recorder->prior();
-    const torch::Tensor y = data.labels.narrow(0, 0, first);
+    const torch::Tensor y = data.labels.narrow(0, begin, committed);
     if (!p.labels.equal(y)) throw Error("the recording to resume was made on other samples (labels differ)");
     counts.push_back(p.output_counts.to(torch::kFloat));
     correct_by_step += p.prediction_by_step.eq(y.unsqueeze(1)).sum(0);
     const torch::Tensor per_layer = p.layer_spikes.sum(0);
     for (size_t i = 0; i < prior_spikes.size(); ++i) prior_spikes[i] = per_layer[i].item<double>();
   }
-  if (progress) progress(first, n);
-  for (int64_t start = first; start < n; start += batch_size) {
-    const torch::Tensor idx = torch::arange(start, std::min(start + batch_size, n), torch::kLong);
+  if (progress) progress(committed, n);
+  for (int64_t start = first; start < end; start += batch_size) {
+    const torch::Tensor idx = torch::arange(start, std::min(start + batch_size, end), torch::kLong);
     const torch::Tensor x = net.prepare_input(data.images.index_select(0, idx));
     const torch::Tensor y = data.labels.index_select(0, idx);
     const torch::Tensor per_step = pipe.constant_forward(x, T, false, idx).to(torch::kCPU);  // [T, B, C]
@@ -580,8 +603,8 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
     counts.push_back(cumulative[T - 1]);
     if (recorder) {
       recorder->write_batch(x, idx, y, counts.back(), by_step[T - 1], by_step.t().contiguous());
-      if (record->stop_requested && record->stop_requested() && start + batch_size < n) {
-        const int64_t done = std::min(start + batch_size, n);
+      if (record->stop_requested && record->stop_requested() && start + batch_size < end) {
+        const int64_t done = std::min(start + batch_size, end) - begin;
         recorder->finish("aborted", {});
         throw Interrupted("interrupted: stopped after " + std::to_string(done) + " of " + std::to_string(n) +
                           " samples; the recording '" + recorder->file().partial_path() +
@@ -589,25 +612,21 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
                           "file with 'snnsim recover'");
       }
     }
-    if (progress) progress(std::min(start + batch_size, n), n);
+    if (progress) progress(std::min(start + batch_size, end) - begin, n);
   }
   EvalResult r;
   r.samples = n;
-  r.resumed_at = first;
+  r.resumed_at = committed;
+  r.first_sample = begin;
   r.execution = std::move(execution);
   r.counts = torch::cat(counts);
-  r.labels = data.labels.narrow(0, 0, n);
-  r.predictions = r.counts.argmax(1);
-  r.accuracy = r.predictions.eq(r.labels).sum().item<double>() / static_cast<double>(n);
-  for (int64_t t = 0; t < T; ++t) {
-    r.accuracy_by_step.push_back(correct_by_step[t].item<double>() / static_cast<double>(n));
-  }
-  const auto& layers = net.config().layers;
+  r.labels = data.labels.narrow(0, begin, n);
+  r.correct_by_step = correct_by_step;
   for (size_t i = 0; i < net.neuron_layers().size(); ++i) {
-    const double slots = static_cast<double>(n) * static_cast<double>(T) * static_cast<double>(layers[i + 1]);
-    r.firing_rate.push_back((prior_spikes[i] + net.neuron_layers()[i]->spikes_counted()) / slots);
+    r.layer_spikes.push_back(prior_spikes[i] + net.neuron_layers()[i]->spikes_counted());
     net.neuron_layers()[i]->set_count_spikes(false);
   }
+  finish_result(r, net.config());
   if (recorder) {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     recorder->finish("complete", {{"wall_time_s", std::to_string(wall)}, {"accuracy", std::to_string(r.accuracy)}});

@@ -120,6 +120,11 @@ struct EvalResult {
   torch::Tensor predictions;              ///< [samples] int64
   torch::Tensor labels;                   ///< [samples] int64
   int64_t resumed_at = 0;                 ///< samples taken from a resumed recording (not simulated again)
+  int64_t first_sample = 0;               ///< the split's index of counts' first row (SampleRange::begin)
+  /// The integer totals the fractions above come from, so that parts
+  /// simulated apart (ranks) add up to exactly one run's numbers:
+  torch::Tensor correct_by_step;          ///< [T] int64: samples predicted right from the counts up to step t
+  std::vector<double> layer_spikes;       ///< per neuron layer: spikes of all samples (whole numbers)
   /// The most bytes of spikes, potentials and rows the recorder held at
   /// once (queued and being assembled); 0 without a recording.
   int64_t record_peak_bytes = 0;
@@ -166,6 +171,20 @@ void check_memory(const NetworkConfig& config, int64_t batch_size, bool training
 /// last, "hidden" for the only hidden layer, else "hidden1", "hidden2", ...
 std::string population_name(const NetworkConfig& config, int64_t layer);
 
+/// Fills r's predictions, accuracy, accuracy_by_step and firing_rate from
+/// its counts, labels, correct_by_step and layer_spikes (evaluate() does;
+/// so does putting the parts of a run over several processes together).
+void finish_result(EvalResult& r, const NetworkConfig& config);
+
+/// A contiguous part of a data split: samples [begin, end) of the first
+/// `limit` (a rank's share of a run over several processes). The encoder's
+/// spikes depend on the split's sample index, not on the part, so the parts'
+/// results together equal one run's.
+struct SampleRange {
+  int64_t begin = 0;
+  int64_t end = -1;  ///< -1: up to the limit
+};
+
 /// Simulates every sample of data (or the first `limit`) for T steps through
 /// the network's pipeline, in batches of batch_size. Predictions take the
 /// class with the most output spikes; ties go to the lowest class index (so
@@ -176,9 +195,10 @@ std::string population_name(const NetworkConfig& config, int64_t layer);
 /// per layer and its prediction after every step, so that a resumed
 /// recording's totals cover every sample. `progress(done, total)`, when
 /// given, is called once before the first batch (done = the samples a
-/// resumed recording already holds) and after every batch.
+/// resumed recording already holds) and after every batch. With `range`,
+/// only those samples are simulated (and recorded), and the result is theirs.
 EvalResult evaluate(SpikingNetwork& network, const LabeledImages& data, int64_t batch_size, int64_t limit = -1,
                     const RecordRequest* record = nullptr,
-                    const std::function<void(int64_t, int64_t)>& progress = {});
+                    const std::function<void(int64_t, int64_t)>& progress = {}, SampleRange range = {});
 
 }  // namespace snn

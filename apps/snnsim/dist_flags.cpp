@@ -1,0 +1,78 @@
+#include "dist_flags.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <memory>
+#include <thread>
+
+#include "snn/core/error.h"
+#include "validators.h"
+
+namespace snn::app {
+
+namespace {
+std::unique_ptr<dist::World> g_world;
+}
+
+void add_dist_flags(CLI::App* cmd, DistFlags& f) {
+  cmd->add_option("--world-size", f.world_size,
+                  "Processes (ranks) in a run over several processes (default: torchrun's WORLD_SIZE, else 1)")
+      ->check(whole_number(1));
+  cmd->add_option("--rank", f.rank, "This process's rank, 0 .. world size - 1 (with --world-size)")
+      ->check(whole_number(0));
+  cmd->add_option("--master", f.master,
+                  "HOST:PORT of rank 0's rendezvous store (with --world-size; default 127.0.0.1:29500, or "
+                  "torchrun's MASTER_ADDR:MASTER_PORT)");
+  cmd->add_option("--dist-timeout", f.timeout_s,
+                  "Seconds to wait for the other ranks (arrival, each exchange, the end) before giving up")
+      ->capture_default_str()
+      ->check(number_above(0));
+}
+
+std::optional<dist::WorldOptions> world_options(const DistFlags& f, const std::vector<std::string>& given) {
+  const auto has = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
+  std::optional<dist::WorldOptions> o;
+  if (has("--world-size")) {
+    o = dist::WorldOptions{};
+    o->world_size = f.world_size;
+    o->rank = f.rank;
+    if (!f.master.empty()) dist::parse_master(f.master, *o);
+  } else {
+    for (const char* flag : {"--rank", "--master"}) {
+      if (has(flag)) throw Error(std::string(flag) + " needs --world-size (the run's number of processes)");
+    }
+    o = dist::options_from_environment();
+    if (o && !f.master.empty()) dist::parse_master(f.master, *o);
+  }
+  if (!o) return std::nullopt;
+  o->timeout_s = f.timeout_s;
+  o->validate();
+  if (o->world_size == 1) return std::nullopt;
+  return o;
+}
+
+dist::World& join_world(const dist::WorldOptions& options) {
+  g_world = std::make_unique<dist::World>(options, [](const std::string& message, int code) {
+    std::cerr << "snnsim: error: " << message << std::endl;
+    std::_Exit(code);
+  });
+  return *g_world;
+}
+
+dist::World* current_world() { return g_world.get(); }
+
+void leave_world() { g_world.reset(); }
+
+std::optional<std::string> error_line(const std::string& line, int code) {
+  if (!g_world) return line;
+  const std::string mine = line.rfind("rank ", 0) == 0 ? line : "rank " + std::to_string(g_world->rank()) + ": " + line;
+  if (!g_world->report_failure(mine, code)) {
+    // A peer's failure came first: the watch thread prints it and ends the process.
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  return mine;
+}
+
+}  // namespace snn::app

@@ -1,0 +1,525 @@
+#include "snn/dist/world.h"
+
+#include <c10/util/Logging.h>
+#include <fmt/format.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "snn/core/error.h"
+
+namespace snn::dist {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// Store keys live under this prefix: torchrun's agent store holds its own.
+constexpr const char* kPrefix = "snnsim/";
+// How long a failing rank waits for the others to read its report.
+constexpr std::chrono::seconds kReportWait{3};
+
+std::chrono::milliseconds millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// c10's messages carry "[/pytorch/...cpp:547] " source locations first.
+std::string c10_message(const std::exception& e) {
+  std::string m = first_line(e.what());
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) m = first_line(c->what_without_backtrace());
+  if (!m.empty() && m[0] == '[') {
+    const auto close = m.find("] ");
+    if (close != std::string::npos) m = m.substr(close + 2);
+  }
+  return m;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+std::string rank_list(const std::vector<int64_t>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size() && i < 8; ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 8) out += fmt::format(" and {} more", ranks.size() - 8);
+  return out;
+}
+
+std::string value(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+std::vector<uint8_t> bytes(const std::string& s) { return std::vector<uint8_t>(s.begin(), s.end()); }
+
+void default_peer_failure(const std::string& message, int code) {
+  std::cerr << "error: " << message << std::endl;
+  std::_Exit(code);
+}
+
+// "steps: 8 on rank 0, 4 on rank 1": the first JSON value that differs.
+std::string first_difference(const std::string& a_text, const std::string& b_text, int64_t b_rank) {
+  nlohmann::json a, b;
+  try {
+    a = nlohmann::json::parse(a_text);
+    b = nlohmann::json::parse(b_text);
+  } catch (const std::exception&) {
+    return fmt::format("the settings on rank 0 and on rank {} differ", b_rank);
+  }
+  const nlohmann::json patch = nlohmann::json::diff(a, b);
+  if (patch.empty() || !patch[0].contains("path")) return fmt::format("the settings of rank {} differ", b_rank);
+  const std::string where = patch[0]["path"].get<std::string>();
+  const nlohmann::json::json_pointer p(where);
+  std::string key = where.empty() ? "settings" : where.substr(1);
+  std::replace(key.begin(), key.end(), '/', '.');
+  const auto shown = [&](const nlohmann::json& j) {
+    return !j.contains(p) || j.at(p).is_null() ? std::string("not set") : j.at(p).dump();
+  };
+  return fmt::format("{}: {} on rank 0, {} on rank {}", key, shown(a), shown(b), b_rank);
+}
+
+int64_t env_whole(const char* name, const char* text) {
+  char* end = nullptr;
+  errno = 0;
+  const long long v = std::strtoll(text, &end, 10);
+  if (end == text || *end != '\0' || errno != 0) {
+    throw Error(fmt::format("environment variable {}='{}': expected a whole number", name, text));
+  }
+  return v;
+}
+
+}  // namespace
+
+void WorldOptions::validate() const {
+  if (world_size < 1) throw Error(fmt::format("world size: expected >= 1 processes, got {}", world_size));
+  if (rank < 0 || rank >= world_size) {
+    throw Error(fmt::format("rank {} is outside the run's {} ranks (0..{})", rank, world_size, world_size - 1));
+  }
+  if (master_port < 1 || master_port > 65535) {
+    throw Error(fmt::format("master port {}: expected a TCP port in 1..65535", master_port));
+  }
+  if (master_addr.empty()) throw Error("master address: expected a host name or address, got ''");
+  if (!(timeout_s > 0)) throw Error(fmt::format("timeout: expected > 0 seconds, got {}", timeout_s));
+}
+
+std::string WorldOptions::describe() const {
+  return fmt::format("rank {} of {} at {}:{}", rank, world_size, master_addr, master_port);
+}
+
+std::optional<WorldOptions> options_from_environment() {
+  const char* world = std::getenv("WORLD_SIZE");
+  if (!world) return std::nullopt;
+  WorldOptions o;
+  o.world_size = env_whole("WORLD_SIZE", world);
+  const char* rank = std::getenv("RANK");
+  if (!rank) throw Error("WORLD_SIZE is set but RANK is not: a launcher sets both (torchrun does)");
+  o.rank = env_whole("RANK", rank);
+  if (const char* a = std::getenv("MASTER_ADDR")) o.master_addr = a;
+  if (const char* p = std::getenv("MASTER_PORT")) o.master_port = env_whole("MASTER_PORT", p);
+  if (const char* s = std::getenv("TORCHELASTIC_USE_AGENT_STORE")) o.agent_store = std::string(s) == "True";
+  return o;
+}
+
+void parse_master(const std::string& text, WorldOptions& options) {
+  const auto colon = text.rfind(':');
+  const auto bad = [&] { return Error("--master: expected HOST:PORT (e.g. 127.0.0.1:29500), got '" + text + "'"); };
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) throw bad();
+  std::string host = text.substr(0, colon);
+  if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  const std::string port = text.substr(colon + 1);
+  if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5) throw bad();
+  options.master_addr = host;
+  options.master_port = std::stoll(port);
+  if (options.master_port < 1 || options.master_port > 65535) throw bad();
+}
+
+struct World::State {
+  WorldOptions o;
+  std::string where;  // "host:port"
+  c10::intrusive_ptr<c10d::TCPStore> tcp;
+  c10::intrusive_ptr<c10d::Store> store;        // the main thread's connection
+  c10::intrusive_ptr<c10d::Store> watch_store;  // the watch thread's own (a blocking get holds a connection)
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  PeerFailure on_peer_failure;
+  std::thread watcher;
+  std::atomic<bool> stop_watch{false};
+  std::atomic<bool> ending{false};
+  bool finished = false;
+
+  // Hands a peer's failure to on_peer_failure, once per process (the watch
+  // thread and a failed collective may both find it).
+  void end_for_peer(const std::string& message, int code) {
+    if (!ending.exchange(true)) on_peer_failure(message, code);
+  }
+
+  // A failure another rank reported: (message, code), if any.
+  std::optional<std::pair<std::string, int>> peer_failure(c10d::Store& s) const {
+    if (!s.check({"failure"})) return std::nullopt;
+    const std::string v = value(s.get("failure"));
+    // "<rank>\n<code>\n<message>"
+    const auto a = v.find('\n'), b = v.find('\n', a + 1);
+    if (a == std::string::npos || b == std::string::npos) return std::nullopt;
+    const int64_t from = std::stoll(v.substr(0, a));
+    if (from == o.rank) return std::nullopt;
+    return std::make_pair(fmt::format("rank {} failed: {}", from, v.substr(b + 1)), std::stoi(v.substr(a + 1, b - a - 1)));
+  }
+
+  void watch() {
+    while (!stop_watch.load()) {
+      std::this_thread::sleep_for(kWatchInterval);
+      if (stop_watch.load()) return;
+      try {
+        if (auto f = peer_failure(*watch_store)) {
+          watch_store->set("ack/" + std::to_string(o.rank), "1");
+          end_for_peer(f->first, f->second);
+          return;
+        }
+      } catch (const std::exception& e) {
+        if (stop_watch.load()) return;
+        end_for_peer(fmt::format("lost the run's store at {} ({}): {} ended without a word (killed?)", where,
+                                 c10_message(e), o.agent_store ? "torchrun's agent" : "rank 0"),
+                     1);
+        return;
+      }
+    }
+  }
+
+  // After a failed collective: a peer's report explains it (it may still be
+  // on its way: the peer writes it before its sockets close).
+  [[noreturn]] void collective_failed(const std::string& what, const std::exception& e) {
+    const auto deadline = Clock::now() + std::chrono::seconds(1);
+    do {
+      try {
+        if (auto f = peer_failure(*store)) {
+          store->set("ack/" + std::to_string(o.rank), "1");
+          end_for_peer(f->first, f->second);
+          throw Error(f->first);
+        }
+      } catch (const Error&) {
+        throw;
+      } catch (const std::exception&) {
+        break;  // the store is gone too: rank 0 ended
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    } while (Clock::now() < deadline);
+    const std::string m = c10_message(e);
+    if (m.find("Timed out") != std::string::npos || m.find("timed out") != std::string::npos) {
+      throw Error(fmt::format("rank {}: {} waited {} s for the other ranks without an answer ({}): is a rank "
+                              "stuck, or slower than the timeout (--dist-timeout)?",
+                              o.rank, what, o.timeout_s, m));
+    }
+    throw Error(fmt::format("rank {}: lost a peer during {} ({}): another rank ended without a word (killed, or "
+                            "its machine went away)",
+                            o.rank, what, m));
+  }
+
+  template <typename F>
+  auto guarded(const std::string& what, F&& f) -> decltype(f()) {
+    try {
+      return f();
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      collective_failed(what, e);
+    }
+  }
+
+  void connect() {
+    c10d::TCPStoreOptions t;
+    t.port = static_cast<std::uint16_t>(o.master_port);
+    t.isServer = o.rank == 0 && !o.agent_store;
+    t.numWorkers = std::nullopt;  // arrival is checked below, by name
+    t.waitWorkers = false;
+    t.timeout = millis(o.timeout_s);
+    try {
+      tcp = c10::make_intrusive<c10d::TCPStore>(o.master_addr, t);
+    } catch (const std::exception& e) {
+      const std::string m = c10_message(e);
+      if (t.isServer && (m.find("EADDRINUSE") != std::string::npos || m.find("in use") != std::string::npos)) {
+        throw Error(fmt::format("rank 0 cannot host the run's store on {}: the port is in use (another run, or "
+                                "another program): choose another port (--master HOST:PORT, or MASTER_PORT)",
+                                where));
+      }
+      if (t.isServer) throw Error(fmt::format("rank 0 cannot host the run's store on {}: {}", where, m));
+      throw Error(fmt::format("rank {} could not reach the run's store at {} within {} s ({} hosts it: did it "
+                              "start, on that address?): {}",
+                              o.rank, where, o.timeout_s, o.agent_store ? "torchrun's agent" : "rank 0", m));
+    }
+    store = c10::make_intrusive<c10d::PrefixStore>(kPrefix, tcp);
+    watch_store = c10::make_intrusive<c10d::PrefixStore>(kPrefix, tcp->clone());
+  }
+
+  // Every rank announces itself by name, then waits for the others: a
+  // missing rank is named, a rank started twice or with another world size
+  // is refused.
+  void arrive() {
+    const std::string size = std::to_string(o.world_size);
+    const std::string agreed = value(store->compareSet("world_size", {}, bytes(size)));
+    if (agreed != size) {
+      throw Error(fmt::format("rank {} was started with world size {}, but the run at {} has {}: start every rank "
+                              "with the same world size",
+                              o.rank, o.world_size, where, agreed));
+    }
+    static std::atomic<int> joined{0};  // worlds of this process (tests run ranks as threads)
+    const std::string me = fmt::format("{} (pid {}, world {})", host_name(), ::getpid(), joined++);
+    const std::string got = value(store->compareSet("arrived/" + std::to_string(o.rank), {}, bytes(me)));
+    if (got != me) {
+      throw Error(fmt::format("rank {} joined the run at {} twice: it is already held by {}; give each process its "
+                              "own rank",
+                              o.rank, where, got));
+    }
+    store->add("arrived", 1);
+    // Rank 0, when it hosts the store, gives the verdict on who is missing;
+    // the others wait a little longer for it, since its store ends with it.
+    const bool judge = o.rank == 0 || o.agent_store;
+    const auto deadline = Clock::now() + millis(o.timeout_s) + (judge ? std::chrono::seconds(0) : std::chrono::seconds(2));
+    try {
+      while (store->add("arrived", 0) < o.world_size) {
+        if (!judge && store->check({"missing"})) {
+          store->add("missing_read", 1);
+          throw Error(missing_message(value(store->get("missing"))));
+        }
+        if (Clock::now() >= deadline) {
+          std::vector<int64_t> missing;
+          for (int64_t r = 0; r < o.world_size; ++r) {
+            if (!store->check({"arrived/" + std::to_string(r)})) missing.push_back(r);
+          }
+          const std::string names = std::to_string(missing.size()) + "|" + rank_list(missing);
+          if (o.rank == 0 && !o.agent_store) {
+            store->set("missing", names);
+            const int64_t waiting = store->add("arrived", 0) - 1;
+            const auto until = Clock::now() + std::chrono::seconds(2);
+            while (store->add("missing_read", 0) < waiting && Clock::now() < until) {
+              std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            }
+          }
+          throw Error(missing_message(names));
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("rank {}: lost the run's store at {} while waiting for the other ranks ({}): {} ended",
+                              o.rank, where, c10_message(e), o.agent_store ? "torchrun's agent" : "rank 0"));
+    }
+  }
+
+  // "rank 1: 1 of the 3 ranks did not arrive ... (rank 2 missing)" from "1|2".
+  std::string missing_message(const std::string& names) const {
+    const auto bar = names.find('|');
+    return fmt::format("rank {}: {} of the {} ranks did not arrive at {} within {} s (rank {} missing): start every "
+                       "rank with the same --master and world size",
+                       o.rank, names.substr(0, bar), o.world_size, where, o.timeout_s, names.substr(bar + 1));
+  }
+
+  static std::string host_name() {
+    char name[256] = {};
+    if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown host";
+    return name;
+  }
+
+  void make_group() {
+    auto options = c10d::ProcessGroupGloo::Options::create(millis(o.timeout_s));
+    // Loopback runs (tests, one machine) bind to the loopback address; other
+    // runs to GLOO_SOCKET_IFNAME's interface or the hostname's address.
+    if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+    } else if (is_loopback(o.master_addr)) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(o.master_addr));
+    } else {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+    }
+    options->threads = 1;
+    auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store);
+    group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, static_cast<int>(o.rank),
+                                                        static_cast<int>(o.world_size), options);
+  }
+};
+
+World::World(const WorldOptions& options, PeerFailure on_peer_failure) : s_(std::make_unique<State>()) {
+  options.validate();
+  // c10d logs a warning (with a stack trace) for every broken connection
+  // before it throws; World turns each into one error that names the rank,
+  // so c10's warnings would only repeat it, many lines long.
+  FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);  // errors only
+  s_->o = options;
+  s_->where = fmt::format("{}:{}", options.master_addr, options.master_port);
+  s_->on_peer_failure = on_peer_failure ? std::move(on_peer_failure) : PeerFailure(default_peer_failure);
+  s_->connect();
+  s_->arrive();
+  try {
+    s_->make_group();
+  } catch (const std::exception& e) {
+    throw Error(fmt::format("rank {}: could not connect to the other ranks ({}): {}", options.rank, s_->where,
+                            c10_message(e)));
+  }
+  s_->watcher = std::thread([s = s_.get()] { s->watch(); });
+}
+
+World::~World() {
+  s_->stop_watch = true;
+  if (s_->watcher.joinable()) s_->watcher.join();
+}
+
+int64_t World::rank() const { return s_->o.rank; }
+int64_t World::size() const { return s_->o.world_size; }
+const WorldOptions& World::options() const { return s_->o; }
+bool World::ending_for_peer() const { return s_->ending.load(); }
+
+void World::check_same_settings(const std::string& settings_json) {
+  // Through the Gloo group, not the store: a rank that died before it could
+  // send its settings fails the exchange at once instead of after timeout_s.
+  torch::Tensor mine = torch::empty({static_cast<int64_t>(settings_json.size())}, torch::kUInt8);
+  std::copy(settings_json.begin(), settings_json.end(), mine.data_ptr<uint8_t>());
+  const torch::Tensor sizes = all_gather_rows(torch::tensor({mine.numel()}, torch::kLong));
+  const torch::Tensor all = all_gather_rows(mine);
+  std::vector<std::string> texts;
+  int64_t at = 0;
+  for (int64_t r = 0; r < size(); ++r) {
+    const int64_t n = sizes[r].item<int64_t>();
+    const uint8_t* p = all.data_ptr<uint8_t>() + at;
+    texts.emplace_back(p, p + n);
+    at += n;
+  }
+  // Every rank compares every rank with rank 0, in rank order: all of them
+  // name the same difference.
+  for (int64_t r = 1; r < size(); ++r) {
+    if (texts[r] != texts[0]) {
+      throw Error("the ranks were started with different settings (" + first_difference(texts[0], texts[r], r) +
+                  "): start every rank with the same command");
+    }
+  }
+}
+
+torch::Tensor World::all_gather_rows(const torch::Tensor& rows) {
+  State& s = *s_;
+  TORCH_CHECK(rows.dim() >= 1 && rows.dim() <= 6, "all_gather_rows: expected 1 to 6 dims, got ", rows.dim());
+  const int64_t W = s.o.world_size;
+  // Each rank's row count, dtype and row shape, so that a mismatch is named
+  // before any data moves.
+  constexpr int64_t kMeta = 8;
+  torch::Tensor meta = torch::full({kMeta}, -1, torch::kLong);
+  meta[0] = rows.size(0);
+  meta[1] = static_cast<int64_t>(rows.scalar_type());
+  for (int64_t d = 1; d < rows.dim(); ++d) meta[1 + d] = rows.size(d);
+  std::vector<std::vector<torch::Tensor>> metas(1);
+  for (int64_t r = 0; r < W; ++r) metas[0].push_back(torch::empty({kMeta}, torch::kLong));
+  std::vector<torch::Tensor> meta_in{meta};
+  s.guarded("a gather", [&] { s.group->allgather(metas, meta_in)->wait(); });
+  int64_t most = 0;
+  for (int64_t r = 0; r < W; ++r) {
+    const torch::Tensor& m = metas[0][r];
+    if (!m.narrow(0, 1, kMeta - 1).equal(metas[0][0].narrow(0, 1, kMeta - 1))) {
+      throw InternalError(fmt::format("all_gather_rows: rank {} sent rows of another dtype or shape than rank 0",
+                                      r));
+    }
+    most = std::max(most, m[0].item<int64_t>());
+  }
+  const torch::Tensor flat = rows.contiguous().to(torch::kCPU);
+  int64_t row_elems = 1;
+  for (int64_t d = 1; d < rows.dim(); ++d) row_elems *= rows.size(d);
+  const int64_t bytes_per_row = row_elems * static_cast<int64_t>(rows.element_size());
+  // Padded to the largest count: Gloo's allgather moves equal sizes.
+  torch::Tensor padded = torch::zeros({std::max<int64_t>(most * bytes_per_row, 1)}, torch::kUInt8);
+  if (flat.numel() > 0) {
+    padded.narrow(0, 0, static_cast<int64_t>(flat.nbytes()))
+        .copy_(flat.reshape({-1}).view(torch::kUInt8).reshape({-1}));
+  }
+  std::vector<std::vector<torch::Tensor>> outs(1);
+  for (int64_t r = 0; r < W; ++r) outs[0].push_back(torch::empty_like(padded));
+  std::vector<torch::Tensor> in{padded};
+  s.guarded("a gather", [&] { s.group->allgather(outs, in)->wait(); });
+  std::vector<int64_t> shape(rows.sizes().begin(), rows.sizes().end());
+  std::vector<torch::Tensor> parts;
+  for (int64_t r = 0; r < W; ++r) {
+    const int64_t n = metas[0][r][0].item<int64_t>();
+    shape[0] = n;
+    parts.push_back(outs[0][r].narrow(0, 0, n * bytes_per_row).view(rows.scalar_type()).reshape(shape));
+  }
+  return torch::cat(parts, 0);
+}
+
+torch::Tensor World::sum_in_rank_order(const torch::Tensor& t) {
+  const torch::Tensor all = all_gather_rows(t.unsqueeze(0));
+  torch::Tensor sum = all[0].clone();
+  for (int64_t r = 1; r < all.size(0); ++r) sum = sum + all[r];
+  return sum;
+}
+
+void World::barrier() {
+  s_->guarded("a barrier", [&] { s_->group->barrier()->wait(); });
+}
+
+void World::send(const torch::Tensor& t, int64_t dst, int tag) {
+  std::vector<torch::Tensor> v{t.contiguous()};
+  s_->guarded(fmt::format("a send to rank {}", dst), [&] { s_->group->send(v, static_cast<int>(dst), tag)->wait(); });
+}
+
+void World::recv(torch::Tensor& t, int64_t src, int tag) {
+  TORCH_CHECK(t.is_contiguous(), "recv: expected a contiguous tensor to receive into");
+  std::vector<torch::Tensor> v{t};
+  s_->guarded(fmt::format("a receive from rank {}", src),
+              [&] { s_->group->recv(v, static_cast<int>(src), tag)->wait(); });
+}
+
+bool World::report_failure(const std::string& message, int code) noexcept {
+  State& s = *s_;
+  // Whoever comes first ends the process: this report, or a peer's failure
+  // that the watch thread (or a collective) found.
+  if (s.ending.exchange(true)) return false;
+  s.stop_watch = true;
+  try {
+    const std::string payload = fmt::format("{}\n{}\n{}", s.o.rank, code, first_line(message));
+    s.store->compareSet("failure", {}, bytes(payload));
+    const auto deadline = Clock::now() + kReportWait;
+    for (int64_t r = 0; r < s.o.world_size; ++r) {
+      if (r == s.o.rank) continue;
+      while (!s.store->check({"ack/" + std::to_string(r)}) && Clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    }
+  } catch (const std::exception&) {
+    // The store is gone (rank 0 ended first): nobody is left to tell.
+  }
+  return true;
+}
+
+void World::finish() {
+  State& s = *s_;
+  if (s.finished) return;
+  s.finished = true;
+  s.stop_watch = true;
+  if (s.watcher.joinable()) s.watcher.join();
+  s.guarded("the end of the run", [&] { s.store->add("finished", 1); });
+  if (s.o.rank != 0 || s.o.agent_store) return;  // torchrun's agent keeps its store
+  const auto deadline = Clock::now() + millis(s.o.timeout_s);
+  while (true) {
+    int64_t done = 0;
+    try {
+      if (auto f = s.peer_failure(*s.store)) {
+        s.end_for_peer(f->first, f->second);
+        throw Error(f->first);
+      }
+      done = s.store->add("finished", 0);
+    } catch (const Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("rank 0: the run's store failed at the end: {}", c10_message(e)));
+    }
+    if (done >= s.o.world_size) return;
+    if (Clock::now() >= deadline) {
+      throw Error(fmt::format("rank 0: only {} of {} ranks finished within {} s", done, s.o.world_size,
+                              s.o.timeout_s));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace snn::dist

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# `snnsim run` over several processes (issue 22): ranks on 127.0.0.1 started
+# with --rank/--world-size/--master and by torchrun give one process's
+# results bit for bit (accuracy, accuracy by step, firing rates: the summary
+# compared field by field); a rank that fails, is killed, never arrives, or
+# was started with other settings ends every rank with one line naming it,
+# never a hang.
+#   dist_run_test.sh SNNSIM FIXTURE_DIR PYTHON
+set -uo pipefail
+snnsim="$1"
+fixture="$2"
+python="$3"
+tmp="$(mktemp -d)"
+pids=()
+trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+torchrun="$(dirname "$python")/torchrun"
+
+free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+"$snnsim" train --data-dir "$fixture" --layers 784-48-10 --T 4 --epochs 3 --seed 3 --v-threshold 0.5 --threads 1 \
+  --checkpoint "$tmp/net.h5" >/dev/null 2>"$tmp/err" || { fail "train: $(cat "$tmp/err")"; finish; exit 1; }
+run=(run --checkpoint "$tmp/net.h5" --data-dir "$fixture" --threads 1 --batch-size 16)
+"$snnsim" "${run[@]}" --summary "$tmp/one.json" >"$tmp/one.out" 2>&1 || fail "one process: $(cat "$tmp/one.out")"
+
+# ranks NAME WORLD [flags...]: every rank of a WORLD-rank run in the
+# background (rank r's output in NAME.r.out, exit code in NAME.r.rc), waited for.
+ranks() {
+  local name="$1" world="$2" port r
+  shift 2
+  port="$(free_port)"
+  for ((r = 0; r < world; r++)); do
+    ( "$snnsim" "${run[@]}" --world-size "$world" --rank "$r" --master "127.0.0.1:$port" --dist-timeout 30 "$@" \
+        >"$tmp/$name.$r.out" 2>"$tmp/$name.$r.err"; echo $? >"$tmp/$name.$r.rc" ) &
+    pids+=($!)
+  done
+  wait
+}
+
+# same_results NAME SUMMARY: the summary's results equal one process's.
+same_results() {
+  "$python" - "$tmp/one.json" "$2" <<'EOF' || fail "$1: results differ from one process's"
+import json, sys
+one, many = (json.load(open(p)) for p in sys.argv[1:3])
+for key in ("samples", "accuracy", "accuracy_by_step", "firing_rate", "steps"):
+    if one[key] != many[key]:
+        sys.exit(f"{key}: {one[key]} in one process, {many[key]} over ranks")
+print(f"same: accuracy {one['accuracy']}, firing rates {many['firing_rate']}, {many['ranks']} ranks {many['samples_per_rank']}")
+EOF
+}
+
+# Two and three ranks (the fixture's 100 test digits: 50 + 50, and 33 + 33 + 34).
+for world in 2 3; do
+  ranks "w$world" "$world" --summary "$tmp/w$world.json"
+  for ((r = 0; r < world; r++)); do
+    [[ $(cat "$tmp/w$world.$r.rc") == 0 ]] || fail "$world ranks: rank $r exit $(cat "$tmp/w$world.$r.rc"): $(cat "$tmp/w$world.$r.err")"
+  done
+  same_results "$world ranks" "$tmp/w$world.json" && ok
+  # Rank 0 speaks for the run; the others print nothing.
+  grep -q "^ranks: $world processes; samples 0\.\." "$tmp/w$world.0.out" && ok || fail "$world ranks: no ranks line: $(cat "$tmp/w$world.0.out")"
+  [[ ! -s "$tmp/w$world.1.out" ]] && ok || fail "$world ranks: rank 1 printed: $(cat "$tmp/w$world.1.out")"
+done
+grep -q '"samples_per_rank": \[' "$tmp/w3.json" && "$python" -c "
+import json, sys; j = json.load(open('$tmp/w3.json')); sys.exit(j['samples_per_rank'] != [33, 33, 34])" && ok ||
+  fail "3 ranks: samples_per_rank: $(grep -A4 samples_per_rank "$tmp/w3.json")"
+
+# Launched by torchrun (its agent hosts the store; each rank a client).
+if [[ -x "$torchrun" ]]; then
+  port="$(free_port)"
+  "$torchrun" --nproc_per_node=2 --master_addr 127.0.0.1 --master_port "$port" --no-python \
+    "$snnsim" "${run[@]}" --summary "$tmp/torchrun.json" >"$tmp/torchrun.out" 2>&1 ||
+    fail "torchrun: $(tail -5 "$tmp/torchrun.out")"
+  same_results "torchrun" "$tmp/torchrun.json" && ok
+else
+  fail "no torchrun beside $python"
+fi
+
+# expect_all NAME WORLD CODE TEXT: every rank exited CODE with one stderr
+# line holding TEXT, and nothing on stdout.
+expect_all() {
+  local name="$1" world="$2" code="$3" want="$4" r
+  for ((r = 0; r < world; r++)); do
+    local rc err
+    rc="$(cat "$tmp/$name.$r.rc")"
+    err="$(cat "$tmp/$name.$r.err")"
+    if [[ $rc != "$code" ]]; then fail "$name: rank $r exit $rc, expected $code: $err"; continue; fi
+    if [[ $(wc -l <"$tmp/$name.$r.err") -ne 1 ]]; then fail "$name: rank $r stderr is not one line: $err"; continue; fi
+    if ! grep -q -- "$want" "$tmp/$name.$r.err"; then fail "$name: rank $r stderr lacks '$want': $err"; continue; fi
+    [[ -s "$tmp/$name.$r.out" ]] && { fail "$name: rank $r wrote to stdout: $(cat "$tmp/$name.$r.out")"; continue; }
+    ok
+  done
+}
+
+# Settings that differ: every rank names the first difference.
+port="$(free_port)"
+( "$snnsim" "${run[@]}" --world-size 2 --rank 0 --master "127.0.0.1:$port" --dist-timeout 30 >"$tmp/set.0.out" \
+    2>"$tmp/set.0.err"; echo $? >"$tmp/set.0.rc" ) &
+( "$snnsim" "${run[@]}" --world-size 2 --rank 1 --master "127.0.0.1:$port" --dist-timeout 30 --T 2 \
+    >"$tmp/set.1.out" 2>"$tmp/set.1.err"; echo $? >"$tmp/set.1.rc" ) &
+wait
+expect_all set 2 2 "the ranks were started with different settings (T: not set on rank 0, 2 on rank 1)"
+
+# More ranks than samples.
+ranks few 3 --limit 2
+expect_all few 3 2 "3 ranks for 2 samples: every rank needs at least one sample"
+
+# A rank whose file is missing: it names it, the others name it as its failure.
+port="$(free_port)"
+( "$snnsim" "${run[@]}" --world-size 2 --rank 0 --master "127.0.0.1:$port" --dist-timeout 30 >"$tmp/miss.0.out" \
+    2>"$tmp/miss.0.err"; echo $? >"$tmp/miss.0.rc" ) &
+( "$snnsim" run --checkpoint "$tmp/absent.h5" --data-dir "$fixture" --world-size 2 --rank 1 \
+    --master "127.0.0.1:$port" --dist-timeout 30 >"$tmp/miss.1.out" 2>"$tmp/miss.1.err"; echo $? >"$tmp/miss.1.rc" ) &
+wait
+expect_all miss 2 2 "absent.h5"
+grep -q "^snnsim: error: rank 1 failed: rank 1: " "$tmp/miss.0.err" && ok || fail "missing file: rank 0 says: $(cat "$tmp/miss.0.err")"
+
+# A rank that never arrives: the others name it after --dist-timeout.
+port="$(free_port)"
+start=$SECONDS
+"$snnsim" "${run[@]}" --world-size 2 --rank 0 --master "127.0.0.1:$port" --dist-timeout 2 >"$tmp/late.0.out" 2>"$tmp/late.0.err"
+echo $? >"$tmp/late.0.rc"
+expect_all late 1 2 "1 of the 2 ranks did not arrive at 127.0.0.1:$port within 2 s (rank 1 missing)"
+((SECONDS - start < 30)) && ok || fail "a missing rank took $((SECONDS - start)) s to be named"
+
+# A rank killed mid-run: the other ends with one line, well before the timeout.
+port="$(free_port)"
+# (the training split's 300 digits for 20,000 steps: seconds per rank)
+big=(--checkpoint "$tmp/net.h5" --data-dir "$fixture" --split train --threads 1 --T 20000 --steps-per-tick 500)
+"$snnsim" run "${big[@]}" --world-size 2 --rank 0 --master "127.0.0.1:$port" --dist-timeout 120 >"$tmp/kill.0.out" \
+  2>"$tmp/kill.0.err" &
+zero=$!
+"$snnsim" run "${big[@]}" --world-size 2 --rank 1 --master "127.0.0.1:$port" --dist-timeout 120 >/dev/null 2>&1 &
+one=$!
+pids+=($zero $one)
+sleep 2
+kill -9 "$one"
+start=$SECONDS
+wait "$zero"
+rc=$?
+if [[ $rc -eq 0 ]]; then
+  fail "killed rank: rank 0 exited 0"
+elif [[ $(wc -l <"$tmp/kill.0.err") -ne 1 ]] || ! grep -q "lost a peer" "$tmp/kill.0.err"; then
+  fail "killed rank: rank 0 said: $(cat "$tmp/kill.0.err")"
+else
+  ok
+fi
+((SECONDS - start < 100)) && ok || fail "killed rank: rank 0 took $((SECONDS - start)) s to end"
+
+# The flags' own checks.
+expect_error "rank without world size" "--rank needs --world-size" "${run[@]}" --rank 1
+expect_error "rank outside" "rank 2 is outside the run's 2 ranks (0..1)" "${run[@]}" --world-size 2 --rank 2
+expect_error "bad master" "--master: expected HOST:PORT" "${run[@]}" --world-size 2 --rank 0 --master nohost
+expect_error "recording over ranks" "--output with 2 ranks" "${run[@]}" --world-size 2 --rank 0 --output "$tmp/r.h5"
+finish

@@ -1,0 +1,261 @@
+// snn::dist::World: ranks as threads of one process, each with its own
+// store connection and Gloo group on 127.0.0.1, as separate processes have.
+
+#include "snn/dist/world.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "snn/core/error.h"
+#include "support/test_util.h"
+
+namespace snn::dist {
+namespace {
+
+// A port nobody listens on now (the kernel's choice for port 0).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+WorldOptions options(int64_t rank, int64_t size, int port, double timeout_s = 20) {
+  WorldOptions o;
+  o.rank = rank;
+  o.world_size = size;
+  o.master_port = port;
+  o.timeout_s = timeout_s;
+  return o;
+}
+
+// Runs body(world) on `size` ranks at once; what each threw ("" if nothing).
+std::vector<std::string> run_ranks(int64_t size, const std::function<void(World&)>& body, double timeout_s = 20,
+                                   std::vector<int64_t> ranks = {}) {
+  const int port = free_port();
+  if (ranks.empty()) {
+    for (int64_t r = 0; r < size; ++r) ranks.push_back(r);
+  }
+  std::vector<std::string> errors(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        World world(options(ranks[i], size, port, timeout_s), [](const std::string&, int) {});
+        body(world);
+        world.finish();
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
+TEST(World, GathersRowsOfEveryRankInRankOrder) {
+  std::vector<torch::Tensor> got(3);
+  // Rank r holds 2 - r rows (rank 2 none) of [rows, 2, 3] floats, and bools.
+  const auto rows_of = [](int64_t r) {
+    return torch::arange(6 * (2 - r), torch::kFloat).reshape({2 - r, 2, 3}) + 100.0 * static_cast<double>(r);
+  };
+  std::vector<torch::Tensor> flags(3);
+  const auto errors = run_ranks(3, [&](World& w) {
+    got[w.rank()] = w.all_gather_rows(rows_of(w.rank()));
+    flags[w.rank()] = w.all_gather_rows(torch::full({w.rank() + 1}, w.rank() == 1, torch::kBool));
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  const torch::Tensor want = torch::cat({rows_of(0), rows_of(1), rows_of(2)});
+  const torch::Tensor want_flags = torch::tensor({false, true, true, false, false, false});
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(got[r].defined());
+    EXPECT_TRUE(got[r].equal(want)) << "rank " << r;
+    EXPECT_TRUE(flags[r].equal(want_flags)) << "rank " << r;
+  }
+}
+
+TEST(World, SumsInRankOrderBitForBitOnEveryRank) {
+  // ((1e16 + 1) + -1e16) is 0 in double; any other order gives 1 or 2.
+  const std::vector<double> parts = {1e16, 1.0, -1e16, 1.0};
+  std::vector<torch::Tensor> got(4);
+  const auto errors = run_ranks(4, [&](World& w) {
+    got[w.rank()] = w.sum_in_rank_order(torch::full({2}, parts[w.rank()], torch::kDouble));
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(got[r][0].item<double>(), ((1e16 + 1.0) + -1e16) + 1.0) << "rank " << r;
+    EXPECT_EQ(got[r][0].item<double>(), 1.0);
+  }
+}
+
+TEST(World, SendsAndReceivesBetweenTwoRanks) {
+  torch::Tensor received = torch::zeros({4}, torch::kInt);
+  const auto errors = run_ranks(2, [&](World& w) {
+    if (w.rank() == 0) w.send(torch::tensor({1, 2, 3, 4}, torch::kInt), 1, 7);
+    if (w.rank() == 1) w.recv(received, 0, 7);
+    w.barrier();
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_TRUE(received.equal(torch::tensor({1, 2, 3, 4}, torch::kInt)));
+}
+
+TEST(World, DifferentSettingsFailOnEveryRankNamingTheFirstDifference) {
+  const auto errors = run_ranks(3, [&](World& w) {
+    w.check_same_settings(w.rank() == 2 ? R"({"limit": 100, "steps": 4})" : R"({"limit": 100, "steps": 8})");
+  });
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("different settings (steps: 8 on rank 0, 4 on rank 2)"), std::string::npos) << e;
+  }
+}
+
+TEST(World, ARankThatNeverArrivesIsNamedAfterTheTimeout) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto errors = run_ranks(3, [](World&) {}, /*timeout_s=*/1.0, /*ranks=*/{0, 1});
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (const auto& e : errors) {
+    EXPECT_NE(e.find("1 of the 3 ranks did not arrive"), std::string::npos) << e;
+    EXPECT_NE(e.find("(rank 2 missing)"), std::string::npos) << e;
+  }
+  EXPECT_LT(s, 10.0);
+}
+
+TEST(World, AnotherWorldSizeOrATakenRankIsRefused) {
+  const int port = free_port();
+  std::string first, second, twice;
+  std::thread a([&] { first = test::message_of([&] { World w(options(0, 2, port, 2.0)); }); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::thread b([&] { second = test::message_of([&] { World w(options(1, 3, port, 2.0)); }); });
+  std::thread c([&] { twice = test::message_of([&] { World w(options(0, 2, port, 2.0)); }); });
+  a.join();
+  b.join();
+  c.join();
+  EXPECT_NE(second.find("rank 1 was started with world size 3, but the run at 127.0.0.1:" + std::to_string(port) +
+                        " has 2"),
+            std::string::npos)
+      << second;
+  // The second rank 0 cannot host the store; had it reached it, it would be refused as a duplicate.
+  EXPECT_TRUE(twice.find("the port is in use") != std::string::npos || twice.find("joined the run") != std::string::npos)
+      << twice;
+  EXPECT_NE(first.find("rank 1 missing"), std::string::npos) << first;
+}
+
+TEST(World, APortInUseIsNamed) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  const std::string m = test::message_of([&] { World w(options(0, 2, port, 2.0)); });
+  ::close(fd);
+  EXPECT_NE(m.find("rank 0 cannot host the run's store on 127.0.0.1:" + std::to_string(port) +
+                   ": the port is in use"),
+            std::string::npos)
+      << m;
+}
+
+TEST(World, AReportedFailureReachesEveryOtherRank) {
+  const int port = free_port();
+  std::vector<std::promise<std::pair<std::string, int>>> heard(3);
+  std::vector<std::thread> ranks;
+  for (int64_t r = 0; r < 3; ++r) {
+    ranks.emplace_back([&, r] {
+      World w(options(r, 3, port), [&, r](const std::string& m, int code) { heard[r].set_value({m, code}); });
+      if (r == 1) {
+        w.report_failure("the data file 'x.idx' is truncated", 2);
+        return;
+      }
+      // The others are busy (not in a collective) when it happens.
+      auto f = heard[r].get_future();
+      ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "rank " << r;
+      const auto [message, code] = f.get();
+      EXPECT_EQ(message, "rank 1 failed: the data file 'x.idx' is truncated");
+      EXPECT_EQ(code, 2);
+    });
+  }
+  for (auto& t : ranks) t.join();
+}
+
+TEST(World, ACollectiveWithARankThatVanishedFailsAtOnce) {
+  const int port = free_port();
+  std::string message;
+  double waited = 0;
+  std::thread zero([&] {
+    World w(options(0, 2, port, 60), [](const std::string&, int) {});
+    w.barrier();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1 is gone by now
+    const auto t0 = std::chrono::steady_clock::now();
+    message = test::message_of([&] { w.all_gather_rows(torch::ones({3})); });
+    waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  });
+  std::thread one([&] {
+    World w(options(1, 2, port, 60), [](const std::string&, int) {});
+    w.barrier();
+  });  // leaves without finish() or a report: its sockets close, as a killed process's do
+  one.join();
+  zero.join();
+  EXPECT_NE(message.find("rank 0: lost a peer during a gather"), std::string::npos) << message;
+  EXPECT_LT(waited, 30.0);  // far below the 60 s timeout
+}
+
+TEST(WorldOptions, ComeFromTorchrunsEnvironment) {
+  ::setenv("WORLD_SIZE", "4", 1);
+  ::setenv("RANK", "3", 1);
+  ::setenv("MASTER_ADDR", "node07", 1);
+  ::setenv("MASTER_PORT", "29411", 1);
+  ::setenv("TORCHELASTIC_USE_AGENT_STORE", "True", 1);
+  const auto o = options_from_environment();
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->rank, 3);
+  EXPECT_EQ(o->world_size, 4);
+  EXPECT_EQ(o->master_addr, "node07");
+  EXPECT_EQ(o->master_port, 29411);
+  EXPECT_TRUE(o->agent_store);
+  ::setenv("RANK", "three", 1);
+  EXPECT_EQ(test::message_of([] { options_from_environment(); }),
+            "environment variable RANK='three': expected a whole number");
+  for (const char* v : {"WORLD_SIZE", "RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"}) {
+    ::unsetenv(v);
+  }
+  EXPECT_FALSE(options_from_environment().has_value());
+}
+
+TEST(WorldOptions, MasterAndRanksAreChecked) {
+  WorldOptions o;
+  parse_master("[::1]:1234", o);
+  EXPECT_EQ(o.master_addr, "::1");
+  EXPECT_EQ(o.master_port, 1234);
+  EXPECT_EQ(test::message_of([&] { parse_master("node:99999", o); }),
+            "--master: expected HOST:PORT (e.g. 127.0.0.1:29500), got 'node:99999'");
+  EXPECT_EQ(test::message_of([&] { parse_master("node", o); }),
+            "--master: expected HOST:PORT (e.g. 127.0.0.1:29500), got 'node'");
+  o = options(2, 2, 29500);
+  EXPECT_EQ(test::message_of([&] { o.validate(); }), "rank 2 is outside the run's 2 ranks (0..1)");
+  o = options(0, 0, 29500);
+  EXPECT_EQ(test::message_of([&] { o.validate(); }), "world size: expected >= 1 processes, got 0");
+}
+
+}  // namespace
+}  // namespace snn::dist
