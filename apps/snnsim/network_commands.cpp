@@ -141,15 +141,44 @@ struct TrainFlags {
   bool overwrite = false;
   std::optional<double> nir_dt;
   SimFlags sim;
+  DistFlags dist;
 };
 
 // The flags `train --resume` accepts: the epochs to reach, where the
 // checkpoint goes, and placement, none of which changes the result. Every
 // other flag defines the network or the training, which continue as the
 // checkpoint says.
-const std::vector<std::string> kTrainResumeFlags = {"--resume",     "--epochs",  "--checkpoint", "--overwrite",
-                                                    "--devices",    "--balance", "--threads",    "--steps-per-tick",
-                                                    "--data-dir"};
+const std::vector<std::string> kTrainResumeFlags = {
+    "--resume",     "--epochs",     "--checkpoint", "--overwrite", "--devices", "--balance",     "--threads",
+    "--steps-per-tick", "--data-dir", "--world-size", "--rank",     "--master",  "--dist-timeout"};
+
+// What decides a training's result, for the ranks to compare: the network
+// (placement aside), the training options, the starting weights and epoch,
+// and the training labels.
+std::string train_settings(const SpikingNetwork& net, const TrainOptions& o, int64_t first_epoch,
+                           const LabeledImages& train) {
+  NetworkConfig c = net.config();
+  c.devices = {"cpu"};
+  c.balance.clear();
+  c.steps_per_tick = 0;
+  const torch::Tensor labels = train.labels.to(torch::kLong);
+  return nlohmann::json{{"config", nlohmann::json::parse(c.to_json())},
+                        {"batch_size", o.batch_size},
+                        {"lr", o.lr},
+                        {"loss", to_string(o.loss)},
+                        {"seed", o.shuffle_seed},
+                        {"limit", o.limit},
+                        {"weight_decay", o.weight_decay},
+                        {"lr_schedule", to_string(o.lr_schedule)},
+                        {"epochs", o.epochs},
+                        {"augment_shift", o.augment_shift},
+                        {"first_epoch", first_epoch},
+                        {"parameters_hash", parameters_hash(net)},
+                        {"train_samples", train.size()},
+                        {"labels_fingerprint",
+                         (labels * torch::arange(1, labels.size(0) + 1, torch::kLong)).sum().item<int64_t>()}}
+      .dump();
+}
 
 void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   if (!f.resume.empty()) {
@@ -161,11 +190,16 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
     }
   }
   check_limit(f.limit);
+  // A run over several processes: joined first, so that a rank failing to
+  // load its files tells the others at once. Rank 0 alone writes and prints.
+  const std::optional<dist::WorldOptions> world_opts = world_options(f.dist, given);
+  dist::World* world = world_opts ? &join_world(*world_opts) : nullptr;
+  const bool speaks = !world || world->rank() == 0;
   const std::string out_path = f.checkpoint.empty() ? (f.resume.empty() ? "snnsim-checkpoint.h5" : f.resume) : f.checkpoint;
   // Only the checkpoint being continued may be replaced without --overwrite:
   // anything else at that path (an older training, a recording) is kept.
   struct stat st {};
-  if (!f.overwrite && out_path != f.resume && ::stat(out_path.c_str(), &st) == 0) {
+  if (speaks && !f.overwrite && out_path != f.resume && ::stat(out_path.c_str(), &st) == 0) {
     throw Error("checkpoint '" + out_path + "' exists; pass --overwrite to replace it");
   }
   NetworkConfig c;
@@ -232,25 +266,38 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   auto_balance(f.sim, net, data.train.images);
   Trainer trainer(net, o);
   if (resuming) trainer.load_optimizer_state(resumed.optimizer);
+  if (world) {
+    world->check_same_settings(train_settings(net, o, resumed.epoch, data.train));
+    trainer.distribute(*world);
+  }
   std::string layers;
   for (const int64_t n : c.layers) layers += (layers.empty() ? "" : "-") + std::to_string(n);
-  std::cout << fmt::format("training {} on {} ({} train / {} test samples), T = {}, {} threads\n", layers,
-                           f.sim.data_dir, o.limit < 0 ? data.train.size() : std::min(o.limit, data.train.size()),
-                           data.test.size(), c.steps, at::get_num_threads())
-            << std::flush;
+  if (speaks) {
+    std::cout << fmt::format("training {} on {} ({} train / {} test samples), T = {}, {} threads{}\n", layers,
+                             f.sim.data_dir, o.limit < 0 ? data.train.size() : std::min(o.limit, data.train.size()),
+                             data.test.size(), c.steps, at::get_num_threads(),
+                             world ? fmt::format(" per rank, {} ranks (batches of {} split among them)",
+                                                 world->size(), o.batch_size)
+                                   : "")
+              << std::flush;
+  }
   for (int64_t e = resumed.epoch; e < f.epochs; ++e) {
     Progress progress(fmt::format("epoch {}/{}", e + 1, f.epochs));
-    const EpochStats s =
-        trainer.train_epoch(data.train, e,
-                            [&](int64_t d, int64_t t, double l) { progress.update(d, t, fmt::format("loss {:.4f}", l)); });
-    progress.finish();
-    const EvalResult test = evaluate(net, data.test, f.sim.batch_size);
+    const EpochStats s = trainer.train_epoch(data.train, e, [&](int64_t d, int64_t t, double l) {
+      if (speaks) progress.update(d, t, fmt::format("loss {:.4f}", l));
+    });
+    if (speaks) progress.finish();
+    const EvalResult test = evaluate_over(world, net, data.test, f.sim.batch_size);
+    if (!speaks) continue;
     std::cout << fmt::format("epoch {}/{}: train loss {:.4f}, train accuracy {:.4f}, test accuracy {:.4f}, {:.2f} s\n",
                              e + 1, f.epochs, s.loss, s.train_accuracy, test.accuracy, s.seconds)
-              << (e == resumed.epoch ? "pipeline: " + s.execution.describe() + "\n" : "") << std::flush;
+              << (e == resumed.epoch ? "pipeline: " + s.execution.describe() + (world ? " on each rank" : "") + "\n"
+                                     : "")
+              << std::flush;
     save_checkpoint(out_path, net, e + 1, &trainer, {kGitCommit, test.accuracy});
   }
-  std::cout << "checkpoint: " << out_path << "\n";
+  if (world) world->finish();
+  if (speaks) std::cout << "checkpoint: " << out_path << "\n";
 }
 
 struct RunFlags {
@@ -620,6 +667,7 @@ Run add_train_command(CLI::App& app) {
                   "Continue training from this checkpoint, with its network, training options and Adam state, "
                   "up to --epochs in total; the result equals an uninterrupted run");
   add_sim_flags(cmd, f->sim);
+  add_dist_flags(cmd, f->dist);
   return [cmd, f] {
     if (!cmd->parsed()) return;
     run_train(*f, given_options(cmd));

@@ -592,6 +592,21 @@ void LinearImpl::forward_steps(const torch::Tensor& x, const StepBlockFn& consum
   });
 }
 
+torch::Tensor LinearImpl::carried_grad_sum(const torch::Tensor& param) const {
+  if (!grad_sums_ || !param.grad().defined()) return {};
+  const LinearGradSums& g = *grad_sums_;
+  const auto current = [&](const torch::Tensor& written, uint32_t version) {
+    return written.defined() && param.grad().is_same(written) && param.grad()._version() == version;
+  };
+  if (param.is_same(weight) && g.weight_t.defined() && current(g.written_weight, g.written_weight_version)) {
+    return g.weight_t.t();
+  }
+  if (bias.defined() && param.is_same(bias) && g.bias.defined() && current(g.written_bias, g.written_bias_version)) {
+    return g.bias;
+  }
+  return {};
+}
+
 void LinearImpl::pretty_print(std::ostream& os) const {
   os << "snn::Linear(in_features=" << options.in_features() << ", out_features=" << options.out_features()
      << ", bias=" << (options.bias() ? "true" : "false") << ")";

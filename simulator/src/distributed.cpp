@@ -18,6 +18,51 @@ SampleRange rank_share(int64_t samples, int64_t rank, int64_t world_size) {
   return r;
 }
 
+SampleRange batch_share(int64_t size, int64_t rank, int64_t world_size) {
+  SampleRange r;
+  r.begin = rank * size / world_size;
+  r.end = (rank + 1) * size / world_size;
+  return r;
+}
+
+void reduce_gradients(dist::World& world, const SpikingNetwork& net) {
+  const std::vector<torch::Tensor> params = net.parameters();
+  const std::vector<Linear> layers = net.linear_layers();
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : params) {
+    torch::Tensor part;
+    for (const auto& fc : layers) {
+      if (p.is_same(fc->weight) || (fc->bias.defined() && p.is_same(fc->bias))) part = fc->carried_grad_sum(p);
+    }
+    if (!part.defined()) {
+      part = p.grad().defined() ? p.grad().to(torch::kCPU, torch::kDouble) : torch::zeros(p.sizes(), torch::kDouble);
+    }
+    parts.push_back(part.to(torch::kCPU).reshape({-1}));
+  }
+  const torch::Tensor sum = world.sum_in_rank_order(torch::cat(parts));
+  int64_t at = 0;
+  for (auto p : params) {
+    const int64_t n = p.numel();
+    const torch::Tensor mine = sum.narrow(0, at, n).reshape(p.sizes()).to(p.options().requires_grad(false));
+    at += n;
+    torch::Tensor& g = p.mutable_grad();
+    if (g.defined()) {
+      g.copy_(mine);
+    } else {
+      g = mine.clone();
+    }
+  }
+}
+
+EvalResult evaluate_over(dist::World* world, SpikingNetwork& net, const LabeledImages& data, int64_t batch_size,
+                         int64_t limit) {
+  if (!world) return evaluate(net, data, batch_size, limit);
+  const int64_t n = limit < 0 ? data.size() : std::min(limit, data.size());
+  const EvalResult mine =
+      evaluate(net, data, batch_size, limit, nullptr, {}, rank_share(n, world->rank(), world->size()));
+  return gather_results(*world, mine, net.config());
+}
+
 EvalResult gather_results(dist::World& world, const EvalResult& share, const NetworkConfig& config) {
   EvalResult r;
   r.execution = share.execution;

@@ -574,6 +574,30 @@ std::vector<int64_t> GraphModel::layer_sizes() const {
   return out;
 }
 
+std::vector<Linear> GraphModel::linear_layers() const {
+  std::vector<Linear> out;
+  const auto& m = *modules_;
+  for (const auto& u : units_) {
+    for (const Node* n : u->nodes) {
+      if (m.linear.count(n->name)) out.push_back(m.linear.at(n->name));
+      if (m.grouped.count(n->name)) {
+        for (const auto& fc : m.grouped.at(n->name)) out.push_back(fc);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> GraphModel::batch_norm_nodes() const {
+  std::vector<std::string> out;
+  for (const auto& u : units_) {
+    for (const Node* n : u->nodes) {
+      if (modules_->norm.count(n->name)) out.push_back(n->name);
+    }
+  }
+  return out;
+}
+
 std::vector<std::pair<std::string, torch::Tensor>> GraphModel::named_parameters() const {
   std::vector<std::pair<std::string, torch::Tensor>> out;
   const auto& m = *modules_;

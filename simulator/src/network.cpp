@@ -212,6 +212,10 @@ void SpikingNetwork::set_training_epoch(int64_t epoch) {
   if (graph_model_) graph_model_->set_epoch(epoch);
 }
 
+std::vector<Linear> SpikingNetwork::linear_layers() const {
+  return graph_model_ ? graph_model_->linear_layers() : synapses_;
+}
+
 std::vector<torch::Tensor> SpikingNetwork::parameters() const {
   std::vector<torch::Tensor> out;
   for (const auto& p : named_parameters()) out.push_back(p.second);

@@ -25,6 +25,7 @@
 #include "snn/recording/events.h"
 #include "snn/recording/recording_file.h"
 #include "snn/simulator/checkpoint.h"
+#include "snn/simulator/distributed.h"
 #include "snn/simulator/fused_adam.h"
 
 namespace snn {
@@ -182,6 +183,28 @@ Trainer::Trainer(SpikingNetwork& network, TrainOptions options)
       net_.parameters(), torch::optim::AdamOptions(options_.lr).weight_decay(options_.weight_decay));
 }
 
+void Trainer::distribute(dist::World& world) {
+  if (const GraphModel* g = net_.graph_model()) {
+    const std::vector<std::string> norms = g->batch_norm_nodes();
+    if (!norms.empty() && world.size() > 1) {
+      throw Error("BatchNorm node '" + norms.front() + "' normalises over the whole batch, and over " +
+                  std::to_string(world.size()) + " ranks each would see only its share: train networks with "
+                  "BatchNorm in one process");
+    }
+  }
+  world_ = &world;
+}
+
+namespace {
+torch::Tensor loss_of(Loss kind, const torch::Tensor& counts, const torch::Tensor& y, int64_t T, int64_t classes) {
+  if (kind == Loss::kMse) {
+    const torch::Tensor target = torch::one_hot(y, classes).to(torch::kFloat);
+    return torch::nn::functional::mse_loss(counts / static_cast<double>(T), target);
+  }
+  return torch::nn::functional::cross_entropy(counts, y);
+}
+}  // namespace
+
 EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
                                 const std::function<void(int64_t, int64_t, double)>& progress) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -195,24 +218,36 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
   int64_t correct = 0;
   for (auto& group : adam_->param_groups()) group.options().set_lr(learning_rate(epoch));
   net_.set_training_epoch(epoch);
-  for (const torch::Tensor& idx : epoch_batches(n, options_.batch_size, true, options_.shuffle_seed, epoch)) {
-    const torch::Tensor images = random_shift(data.images.index_select(0, idx), idx, options_.augment_shift,
-                                              options_.shuffle_seed, epoch);
-    const torch::Tensor x = net_.prepare_input(images);
-    const torch::Tensor y = data.labels.index_select(0, idx);
+  for (const torch::Tensor& batch : epoch_batches(n, options_.batch_size, true, options_.shuffle_seed, epoch)) {
+    const int64_t b = batch.size(0);
+    // This process's samples of the batch: all, or its rank's share.
+    const SampleRange share = world_ ? batch_share(b, world_->rank(), world_->size()) : SampleRange{0, b};
+    const torch::Tensor idx = batch.narrow(0, share.begin, share.end - share.begin);
+    const torch::Tensor y = data.labels.index_select(0, batch);
     adam_->zero_grad();
-    const torch::Tensor counts = pipe_.constant_forward(x, T, true, idx).to(torch::kCPU);
-    stats.execution.add(pipe_.last_run());
-    torch::Tensor loss;
-    if (options_.loss == Loss::kMse) {
-      const torch::Tensor target = torch::one_hot(y, classes).to(torch::kFloat);
-      loss = torch::nn::functional::mse_loss(counts / static_cast<double>(T), target);
+    torch::Tensor mine;  // [share, classes]
+    if (idx.size(0) > 0) {
+      const torch::Tensor images = random_shift(data.images.index_select(0, idx), idx, options_.augment_shift,
+                                                options_.shuffle_seed, epoch);
+      mine = pipe_.constant_forward(net_.prepare_input(images), T, true, idx).to(torch::kCPU);
+      stats.execution.add(pipe_.last_run());
     } else {
-      loss = torch::nn::functional::cross_entropy(counts, y);
+      mine = torch::zeros({0, classes}, torch::kFloat);
     }
-    loss.backward();
+    torch::Tensor counts = mine, loss;
+    if (!world_) {
+      loss = loss_of(options_.loss, counts, y, T, classes);
+      loss.backward();
+    } else {
+      // The whole batch's counts, so that the loss and each sample's loss
+      // gradient are one process's; each rank backpropagates its rows.
+      counts = world_->all_gather_rows(mine.detach()).requires_grad_(true);
+      loss = loss_of(options_.loss, counts, y, T, classes);
+      loss.backward();
+      if (idx.size(0) > 0) mine.backward(counts.grad().narrow(0, share.begin, idx.size(0)));
+      reduce_gradients(*world_, net_);
+    }
     fused_adam_step(*adam_);  // adam_->step()'s values, bit for bit, in fewer passes
-    const int64_t b = idx.size(0);
     loss_sum += loss.item<double>() * static_cast<double>(b);
     correct += counts.argmax(1).eq(y).sum().item<int64_t>();
     stats.samples += b;

@@ -160,6 +160,12 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   /// measured (kAuto only; -1 when it did not measure).
   LinearPath last_path() const { return last_path_; }
   double last_density() const { return last_density_; }
+  /// The double sum behind `param`'s (weight or bias) gradient, shaped
+  /// like the parameter, when the layer carries one (carry_grad_sums, CPU)
+  /// and the gradient is still the one it wrote; else undefined. Adding
+  /// such sums (data-parallel ranks' partial gradients) and rounding once
+  /// loses less than adding their float roundings.
+  torch::Tensor carried_grad_sum(const torch::Tensor& param) const;
   LinearOptions options;
   torch::Tensor weight;
   torch::Tensor bias;

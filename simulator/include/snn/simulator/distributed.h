@@ -16,6 +16,26 @@ namespace snn {
 /// snn::Error when there are more ranks than samples (a rank would idle).
 SampleRange rank_share(int64_t samples, int64_t rank, int64_t world_size);
 
+/// Rank `rank`'s contiguous share of one batch of `size` samples, as
+/// rank_share() but possibly empty (a last batch smaller than the world).
+SampleRange batch_share(int64_t size, int64_t rank, int64_t world_size);
+
+/// Data-parallel training's reduction: every parameter's gradient summed
+/// over the ranks in rank order, then rounded once to the parameter's dtype
+/// and written to its grad, the same bits on every rank. Where a synapse
+/// layer carries its gradient as a double sum (snn::Linear on the CPU), the
+/// double sums are added, so the result differs from one process's (which
+/// adds every sample's term to one double sum) only by how the double
+/// additions associate; other gradients (PLIF's w, CUDA layers) are added
+/// as their float values in double. A parameter without a gradient on a
+/// rank (an empty share) counts as zero. One exchange of all gradients.
+void reduce_gradients(dist::World& world, const SpikingNetwork& net);
+
+/// evaluate() of the first `limit` samples over the ranks (each its
+/// rank_share(), then gather_results()); evaluate() itself when world is null.
+EvalResult evaluate_over(dist::World* world, SpikingNetwork& net, const LabeledImages& data, int64_t batch_size,
+                         int64_t limit = -1);
+
 /// Every rank's EvalResult of its share (evaluate() with rank_share()),
 /// gathered on every rank into the result of the whole run: counts, labels
 /// and predictions in sample order; accuracy, accuracy by step and firing

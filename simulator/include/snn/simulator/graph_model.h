@@ -53,6 +53,10 @@ class GraphModel {
   /// State that is not trained but saved: "<node>.running_mean" and
   /// "<node>.running_var" of each BatchNorm, in execution order.
   std::vector<std::pair<std::string, torch::Tensor>> named_buffers() const;
+  /// Every synapse module (Affine, Linear, Conv2d and its groups), in execution order.
+  std::vector<Linear> linear_layers() const;
+  /// The BatchNorm nodes' names, in execution order.
+  std::vector<std::string> batch_norm_nodes() const;
   /// The training epoch, which keys the Dropout nodes' masks.
   void set_epoch(int64_t epoch);
   /// The neuron layers in execution order, their node names, and the sizes

@@ -106,6 +106,8 @@ class SpikingNetwork {
   /// (for benchmarks that time them one by one).
   const PoissonEncoder& encoder() const { return encoder_; }
   const std::vector<Linear>& synapses() const { return synapses_; }
+  /// Every synapse module, a graph network's included, in execution order.
+  std::vector<Linear> linear_layers() const;
   const std::vector<torch::nn::AnyModule>& neuron_modules() const { return neuron_modules_; }
   /// Neuron layers in order (for firing rates and state).
   const std::vector<std::shared_ptr<NeuronLayer>>& neuron_layers() const { return neurons_; }

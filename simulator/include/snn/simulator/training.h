@@ -13,6 +13,10 @@
 #include "snn/datasets/idx.h"
 #include "snn/simulator/network.h"
 
+namespace snn::dist {
+class World;
+}
+
 namespace snn {
 
 /// The training loss.
@@ -102,12 +106,23 @@ class Trainer {
   const TrainOptions& options() const { return options_; }
   /// The learning rate of epoch e (0-based) under the schedule.
   double learning_rate(int64_t epoch) const;
+  /// Data-parallel training over `world`'s ranks (every rank calls it and
+  /// then train_epoch with the same data): each global batch is split into
+  /// the ranks' contiguous shares (batch_share), each rank simulates and
+  /// backpropagates its share, the loss and accuracy come from the gathered
+  /// output counts (one process's values bit for bit: every sample's loss
+  /// gradient is computed on the whole batch's counts), and the gradients
+  /// are added in rank order (reduce_gradients) before the identical Adam
+  /// step on every rank. Throws snn::Error for a network with BatchNorm
+  /// (its batch statistics would be a share's).
+  void distribute(dist::World& world);
 
  private:
   SpikingNetwork& net_;
   TrainOptions options_;
   ModelPipeline pipe_;
   std::unique_ptr<torch::optim::Adam> adam_;
+  dist::World* world_ = nullptr;
 };
 
 /// What a simulation of a data split measured.

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Data-parallel `snnsim train` over several processes (issue 22): the loss,
+# accuracies and checkpoint of 2 and 3 ranks against one process's (a LIF
+# chain: bit for bit; a PLIF chain, where more gradient terms meet: within
+# the few ulps that the association of the ranks' double sums allows, and
+# bit for bit across reruns); resuming with another world size; rank 0
+# alone writes; BatchNorm refused.
+#   dist_train_test.sh SNNSIM FIXTURE_DIR PYTHON
+set -uo pipefail
+snnsim="$1"
+fixture="$2"
+python="$3"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# compare A B TOLERANCE: every float dataset of checkpoint B equals A's
+# (TOLERANCE 0) or lies within TOLERANCE of it.
+compare() {
+  "$python" - "$@" <<'EOF'
+import h5py, numpy as np, sys
+a, b, tol = h5py.File(sys.argv[1]), h5py.File(sys.argv[2]), float(sys.argv[3])
+names = []
+a.visititems(lambda n, o: names.append(n) if isinstance(o, h5py.Dataset) and o.dtype.kind == "f" else None)
+assert any(n.startswith("parameters/") for n in names), names
+worst = 0.0
+for n in names:
+    x, y = a[n][()], b[n][()]
+    d = float(np.abs(x.astype(np.float64) - y.astype(np.float64)).max()) if x.size else 0.0
+    worst = max(worst, d)
+    if (tol == 0 and not np.array_equal(x, y)) or d > tol:
+        sys.exit(f"{n}: differs by {d:.3g} (allowed {tol})")
+print(f"{len(names)} datasets, largest difference {worst:.3g}")
+EOF
+}
+
+# train_ranks NAME WORLD [train flags...]: a WORLD-rank training (rank r's
+# stdout in NAME.r.out), the checkpoint NAME.h5 written by rank 0.
+train_ranks() {
+  local name="$1" world="$2" port r
+  shift 2
+  port="$(free_port)"
+  for ((r = 0; r < world; r++)); do
+    ( "$snnsim" train "$@" --checkpoint "$tmp/$name.h5" --world-size "$world" --rank "$r" --master "127.0.0.1:$port" \
+        --dist-timeout 60 >"$tmp/$name.$r.out" 2>"$tmp/$name.$r.err"; echo $? >"$tmp/$name.$r.rc" ) &
+  done
+  wait
+  for ((r = 0; r < world; r++)); do
+    [[ $(cat "$tmp/$name.$r.rc") == 0 ]] || { fail "$name: rank $r exit $(cat "$tmp/$name.$r.rc"): $(cat "$tmp/$name.$r.err")"; return 1; }
+  done
+}
+
+# epoch_lines FILE: the epoch lines without their timing.
+epoch_lines() { grep "^epoch " "$1" | sed 's/, [0-9.]* s$//'; }
+
+lif=(--data-dir "$fixture" --layers 784-48-10 --T 4 --epochs 2 --seed 3 --v-threshold 0.5 --threads 1 --batch-size 32)
+"$snnsim" train "${lif[@]}" --checkpoint "$tmp/one.h5" >"$tmp/one.out" 2>&1 || fail "one process: $(cat "$tmp/one.out")"
+for world in 2 3; do
+  train_ranks "lif$world" "$world" "${lif[@]}" || continue
+  compare "$tmp/one.h5" "$tmp/lif$world.h5" 0 >/dev/null && ok || fail "$world ranks: checkpoint differs from one process's"
+  [[ "$(epoch_lines "$tmp/one.out")" == "$(epoch_lines "$tmp/lif$world.0.out")" ]] && ok ||
+    fail "$world ranks: epochs differ: $(epoch_lines "$tmp/lif$world.0.out") vs $(epoch_lines "$tmp/one.out")"
+  grep -q "1 threads per rank, $world ranks (batches of 32 split among them)" "$tmp/lif$world.0.out" && ok ||
+    fail "$world ranks: no ranks in: $(head -1 "$tmp/lif$world.0.out")"
+  [[ ! -s "$tmp/lif$world.1.out" ]] && ok || fail "$world ranks: rank 1 printed: $(cat "$tmp/lif$world.1.out")"
+done
+
+# PLIF, cross-entropy, shifted images: more terms meet in each gradient.
+plif=(--data-dir "$fixture" --layers 784-128-64-10 --model plif --v-threshold 0.3 --loss ce --T 6 --epochs 3 --seed 4
+      --threads 1 --batch-size 50 --augment-shift 2)
+"$snnsim" train "${plif[@]}" --checkpoint "$tmp/plif1.h5" >"$tmp/plif1.out" 2>&1 || fail "plif: $(cat "$tmp/plif1.out")"
+if train_ranks plif2 2 "${plif[@]}" && train_ranks plif2b 2 "${plif[@]}"; then
+  compare "$tmp/plif2.h5" "$tmp/plif2b.h5" 0 >/dev/null && ok || fail "plif: two 2-rank runs differ"
+  compare "$tmp/plif1.h5" "$tmp/plif2.h5" 1e-6 >"$tmp/plif.cmp" && ok || fail "plif: 2 ranks far from one process: $(cat "$tmp/plif.cmp")"
+  [[ "$(epoch_lines "$tmp/plif1.out")" == "$(epoch_lines "$tmp/plif2.0.out")" ]] && ok ||
+    fail "plif: epochs differ: $(epoch_lines "$tmp/plif2.0.out") vs $(epoch_lines "$tmp/plif1.out")"
+  echo "plif, 2 ranks against one process: $(cat "$tmp/plif.cmp")"
+fi
+
+# Resumed with another world size: 1 epoch on 2 ranks, then 1 process.
+half=("${lif[@]}")
+half[7]=1  # --epochs 1
+if train_ranks half 2 "${half[@]}"; then
+  "$snnsim" train --resume "$tmp/half.h5" --epochs 2 --threads 1 --data-dir "$fixture" >"$tmp/resume.out" 2>&1 ||
+    fail "resume: $(cat "$tmp/resume.out")"
+  compare "$tmp/one.h5" "$tmp/half.h5" 0 >/dev/null && ok || fail "resumed on one process: differs from one process's run"
+fi
+
+# BatchNorm's batch statistics cannot be split among ranks.
+cat >"$tmp/bn.toml" <<'EOF'
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [784]
+[[nodes]]
+name = "fc"
+kind = "Affine"
+features = 32
+[[nodes]]
+name = "bn"
+kind = "BatchNorm"
+[[nodes]]
+name = "lif"
+kind = "LIF"
+[[nodes]]
+name = "out_fc"
+kind = "Affine"
+features = 10
+[[nodes]]
+name = "out_lif"
+kind = "LIF"
+[[nodes]]
+name = "output"
+kind = "Output"
+EOF
+port="$(free_port)"
+for r in 0 1; do
+  ( "$snnsim" train --data-dir "$fixture" --model "$tmp/bn.toml" --epochs 1 --checkpoint "$tmp/bn.h5" --world-size 2 \
+      --rank $r --master "127.0.0.1:$port" --dist-timeout 30 >"$tmp/bn.$r.out" 2>"$tmp/bn.$r.err"; echo $? >"$tmp/bn.$r.rc" ) &
+done
+wait
+for r in 0 1; do
+  [[ $(cat "$tmp/bn.$r.rc") == 2 ]] && grep -q "BatchNorm node 'bn' normalises over the whole batch" "$tmp/bn.$r.err" &&
+    [[ $(wc -l <"$tmp/bn.$r.err") == 1 ]] && ok || fail "batchnorm: rank $r: exit $(cat "$tmp/bn.$r.rc"): $(cat "$tmp/bn.$r.err")"
+done
+[[ ! -e "$tmp/bn.h5" ]] && ok || fail "batchnorm: a checkpoint was written"
+finish
