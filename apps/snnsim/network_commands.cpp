@@ -294,6 +294,12 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
               << (e == resumed.epoch ? "pipeline: " + s.execution.describe() + (world ? " on each rank" : "") + "\n"
                                      : "")
               << std::flush;
+    if (world) {
+      // What the exchanges cost (all epochs so far, rank 0's view).
+      const dist::World::Traffic t = world->traffic();
+      std::cout << fmt::format("communication: {:.2f} s in {} exchanges, {:.1f} MB sent by rank 0\n", t.seconds,
+                               t.calls, static_cast<double>(t.bytes) / 1e6);
+    }
     save_checkpoint(out_path, net, e + 1, &trainer, {kGitCommit, test.accuracy});
   }
   if (world) world->finish();
@@ -503,6 +509,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     world->finish();
     if (!speaks) return;
   }
+  const dist::World::Traffic traffic = world ? world->traffic() : dist::World::Traffic{};
   std::cout << fmt::format("{} split: {} samples, T = {}, accuracy {:.4f} ({:.1f} s)\n", o.split, r.samples, c.steps,
                            r.accuracy, secs);
   if (r.resumed_at > 0) {
@@ -515,7 +522,8 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     for (size_t k = 0, first = 0; k < rank_samples.size(); first += static_cast<size_t>(rank_samples[k]), ++k) {
       shares += fmt::format("{}{}..{} on rank {}", k ? ", " : "", first, first + rank_samples[k] - 1, k);
     }
-    std::cout << fmt::format("ranks: {} processes; samples {}\n", world->size(), shares);
+    std::cout << fmt::format("ranks: {} processes; samples {}; communication {:.2f} s\n", world->size(), shares,
+                             traffic.seconds);
   }
   for (size_t i = 0; i < r.firing_rate.size(); ++i) {
     if (!net.neuron_layers()[i]->spiking()) {
@@ -545,6 +553,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
                      {"execution", nlohmann::json::parse(r.execution.to_json())},
                      {"ranks", rank_samples.size()},
                      {"samples_per_rank", rank_samples},
+                     {"communication_seconds", traffic.seconds},
                      {"snnsim_version", kVersion},
                      {"config", nlohmann::json::parse(c.to_json())}};
     write_file_atomically(f.summary, j.dump(2) + "\n");

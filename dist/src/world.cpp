@@ -150,6 +150,7 @@ struct World::State {
   std::thread watcher;
   std::atomic<bool> stop_watch{false};
   std::atomic<bool> ending{false};
+  World::Traffic traffic;
   bool finished = false;
 
   // Hands a peer's failure to on_peer_failure, once per process (the watch
@@ -220,7 +221,18 @@ struct World::State {
   }
 
   template <typename F>
-  auto guarded(const std::string& what, F&& f) -> decltype(f()) {
+  auto guarded(const std::string& what, F&& f, int64_t bytes = 0) -> decltype(f()) {
+    const auto t0 = Clock::now();
+    struct Count {  // counted however the call ends
+      World::Traffic& t;
+      Clock::time_point t0;
+      int64_t bytes;
+      ~Count() {
+        t.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+        t.bytes += bytes;
+        ++t.calls;
+      }
+    } count{traffic, t0, bytes};
     try {
       return f();
     } catch (const Error&) {
@@ -282,8 +294,9 @@ struct World::State {
     try {
       while (store->add("arrived", 0) < o.world_size) {
         if (!judge && store->check({"missing"})) {
-          store->add("missing_read", 1);
-          throw Error(missing_message(value(store->get("missing"))));
+          const std::string names = value(store->get("missing"));
+          store->add("missing_read", 1);  // after reading: rank 0 may end once all have
+          throw Error(missing_message(names));
         }
         if (Clock::now() >= deadline) {
           std::vector<int64_t> missing;
@@ -372,6 +385,7 @@ int64_t World::rank() const { return s_->o.rank; }
 int64_t World::size() const { return s_->o.world_size; }
 const WorldOptions& World::options() const { return s_->o; }
 bool World::ending_for_peer() const { return s_->ending.load(); }
+World::Traffic World::traffic() const { return s_->traffic; }
 
 void World::check_same_settings(const std::string& settings_json) {
   // Through the Gloo group, not the store: a rank that died before it could
@@ -412,7 +426,7 @@ torch::Tensor World::all_gather_rows(const torch::Tensor& rows) {
   std::vector<std::vector<torch::Tensor>> metas(1);
   for (int64_t r = 0; r < W; ++r) metas[0].push_back(torch::empty({kMeta}, torch::kLong));
   std::vector<torch::Tensor> meta_in{meta};
-  s.guarded("a gather", [&] { s.group->allgather(metas, meta_in)->wait(); });
+  s.guarded("a gather", [&] { s.group->allgather(metas, meta_in)->wait(); }, kMeta * 8);
   int64_t most = 0;
   for (int64_t r = 0; r < W; ++r) {
     const torch::Tensor& m = metas[0][r];
@@ -435,7 +449,7 @@ torch::Tensor World::all_gather_rows(const torch::Tensor& rows) {
   std::vector<std::vector<torch::Tensor>> outs(1);
   for (int64_t r = 0; r < W; ++r) outs[0].push_back(torch::empty_like(padded));
   std::vector<torch::Tensor> in{padded};
-  s.guarded("a gather", [&] { s.group->allgather(outs, in)->wait(); });
+  s.guarded("a gather", [&] { s.group->allgather(outs, in)->wait(); }, static_cast<int64_t>(padded.nbytes()));
   std::vector<int64_t> shape(rows.sizes().begin(), rows.sizes().end());
   std::vector<torch::Tensor> parts;
   for (int64_t r = 0; r < W; ++r) {
@@ -447,10 +461,29 @@ torch::Tensor World::all_gather_rows(const torch::Tensor& rows) {
 }
 
 torch::Tensor World::sum_in_rank_order(const torch::Tensor& t) {
-  const torch::Tensor all = all_gather_rows(t.unsqueeze(0));
-  torch::Tensor sum = all[0].clone();
-  for (int64_t r = 1; r < all.size(0); ++r) sum = sum + all[r];
-  return sum;
+  State& s = *s_;
+  const torch::Tensor mine = t.contiguous().to(torch::kCPU);
+  // Shapes and dtypes first (a cheap exchange): Gloo moves equal sizes.
+  const torch::Tensor meta = torch::tensor({static_cast<int64_t>(mine.scalar_type()), mine.numel()}, torch::kLong);
+  std::vector<std::vector<torch::Tensor>> metas(1);
+  for (int64_t r = 0; r < s.o.world_size; ++r) metas[0].push_back(torch::empty({2}, torch::kLong));
+  std::vector<torch::Tensor> meta_in{meta};
+  s.guarded("a sum", [&] { s.group->allgather(metas, meta_in)->wait(); }, 16);
+  for (int64_t r = 1; r < s.o.world_size; ++r) {
+    if (!metas[0][r].equal(metas[0][0])) {
+      throw InternalError(fmt::format("sum_in_rank_order: rank {} sent another dtype or size than rank 0", r));
+    }
+  }
+  // Gathered whole, then added in rank order on every rank: the same bits
+  // everywhere (a reducing collective would add in its own order).
+  const torch::Tensor flat = mine.reshape({-1});
+  std::vector<std::vector<torch::Tensor>> outs(1);
+  for (int64_t r = 0; r < s.o.world_size; ++r) outs[0].push_back(torch::empty_like(flat));
+  std::vector<torch::Tensor> in{flat};
+  s.guarded("a sum", [&] { s.group->allgather(outs, in)->wait(); }, static_cast<int64_t>(flat.nbytes()));
+  torch::Tensor sum = outs[0][0];
+  for (int64_t r = 1; r < s.o.world_size; ++r) sum.add_(outs[0][r]);  // sum + t_r, rounded as a + b
+  return sum.reshape(mine.sizes());
 }
 
 void World::barrier() {
@@ -459,7 +492,9 @@ void World::barrier() {
 
 void World::send(const torch::Tensor& t, int64_t dst, int tag) {
   std::vector<torch::Tensor> v{t.contiguous()};
-  s_->guarded(fmt::format("a send to rank {}", dst), [&] { s_->group->send(v, static_cast<int>(dst), tag)->wait(); });
+  s_->guarded(
+      fmt::format("a send to rank {}", dst), [&] { s_->group->send(v, static_cast<int>(dst), tag)->wait(); },
+      static_cast<int64_t>(v[0].nbytes()));
 }
 
 void World::recv(torch::Tensor& t, int64_t src, int tag) {

@@ -7,9 +7,9 @@
 # alone writes; BatchNorm refused.
 #   dist_train_test.sh SNNSIM FIXTURE_DIR PYTHON
 set -uo pipefail
-snnsim="$1"
-fixture="$2"
-python="$3"
+snnsim="$(realpath "$1")"
+fixture="$(realpath "$2")"
+python="$(realpath -s "$3")"  # -s: a venv's python is a link that must stay one
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -87,6 +87,26 @@ if train_ranks half 2 "${half[@]}"; then
     fail "resume: $(cat "$tmp/resume.out")"
   compare "$tmp/one.h5" "$tmp/half.h5" 0 >/dev/null && ok || fail "resumed on one process: differs from one process's run"
 fi
+
+# examples/dist/train.slurm with stand-ins for Slurm's srun (its tasks as
+# local processes) and scontrol (this machine as the first node).
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+mkdir -p "$tmp/slurm/bin" && ln -s "$src/examples" "$tmp/slurm/examples" && ln -s "$snnsim" "$tmp/slurm/bin/snnsim"
+printf '#!/bin/bash\necho 127.0.0.1\n' >"$tmp/slurm/bin/scontrol"
+cat >"$tmp/slurm/bin/srun" <<'EOF'
+#!/bin/bash
+pids=()
+for ((r = 0; r < SLURM_NTASKS; r++)); do SLURM_PROCID=$r "$@" & pids+=($!); done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+exit $rc
+EOF
+chmod +x "$tmp/slurm/bin/scontrol" "$tmp/slurm/bin/srun"
+( cd "$tmp/slurm" && PATH="$tmp/slurm/bin:$PATH" SLURM_NTASKS=2 SLURM_CPUS_PER_TASK=1 SLURM_JOB_NODELIST=node01 \
+    SNNSIM_MASTER_PORT="$(free_port)" SNNSIM_TRAIN_FLAGS="--layers 784-32-10 --T 4 --epochs 1 --limit 256" \
+    bash "$src/examples/dist/train.slurm" >"$tmp/slurm.out" 2>&1 ) &&
+  grep -q "1 threads per rank, 2 ranks" "$tmp/slurm.out" && [[ -s "$tmp/slurm/slurm-checkpoint.h5" ]] && ok ||
+  fail "train.slurm: $(cat "$tmp/slurm.out")"
 
 # BatchNorm's batch statistics cannot be split among ranks.
 cat >"$tmp/bn.toml" <<'EOF'

@@ -118,6 +118,17 @@ class World {
   /// for bit on every rank and on every rerun. CPU.
   torch::Tensor sum_in_rank_order(const torch::Tensor& t);
 
+  /// What this rank's exchanges cost so far: wall seconds inside
+  /// collectives and point-to-point calls (waiting for slower ranks
+  /// included), the bytes it contributed (what it sends once; an all-gather
+  /// delivers them to every other rank), and the calls.
+  struct Traffic {
+    double seconds = 0;
+    int64_t bytes = 0;
+    int64_t calls = 0;
+  };
+  Traffic traffic() const;
+
   /// Waits until every rank has reached this point (timeout_s).
   void barrier();
 

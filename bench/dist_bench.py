@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Data-parallel scaling of snnsim over processes on this machine, in one run.
+
+For `snnsim train` (one epoch of the embedded 8k MNIST split) and `snnsim
+run` (its 8,000 training digits for 4 T steps), the same command runs as 1 process and as
+N ranks on 127.0.0.1 (--world-size/--rank/--master), every process with
+--threads 1, so N ranks use N cores. Efficiency = t(1) / (N t(N)): 1.0 is
+perfect scaling. The communication share is the ranks' own measure (time
+inside exchanges, waiting for slower ranks included) over the epoch's time.
+
+Then, on paper, the efficiency a cluster would get: each training step
+all-gathers every rank's double-precision gradient (P parameters, 8 P
+bytes each, in rank order so that the sum is fixed), so a rank receives
+(N - 1) 8 P bytes per step; at a link of --link-gbs GB/s that takes
+(N - 1) 8 P / link seconds against the step's compute, t_step(1) / N at a
+fixed global batch.
+
+Usage: dist_bench.py SNNSIM [--ranks N] [--hidden H] [--T T] [--batch B] [--rounds R] [--link-gbs G]
+"""
+import argparse
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def launch(cmd, ranks):
+    """Runs cmd as `ranks` processes (1: alone); rank 0's stdout and the wall time."""
+    t0 = time.perf_counter()
+    if ranks == 1:
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+        return out, time.perf_counter() - t0
+    port = free_port()
+    procs = [subprocess.Popen(cmd + ["--world-size", str(ranks), "--rank", str(r), "--master", f"127.0.0.1:{port}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(ranks)]
+    outs = [p.communicate() for p in procs]
+    for r, (p, (_, err)) in enumerate(zip(procs, outs)):
+        if p.returncode != 0:
+            sys.exit(f"rank {r} failed: {err}")
+    return outs[0][0], time.perf_counter() - t0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("snnsim")
+    ap.add_argument("--ranks", type=int, default=2)
+    ap.add_argument("--hidden", type=int, default=1024)
+    ap.add_argument("--T", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--link-gbs", type=float, default=10.0)
+    args = ap.parse_args()
+    tmp = f"/tmp/snnsim-dist-bench-{os.getpid()}"
+    os.makedirs(tmp, exist_ok=True)
+    ckpt = os.path.join(tmp, "net.h5")
+    train = [args.snnsim, "train", "--layers", f"784-{args.hidden}-10", "--T", str(args.T), "--epochs", "1",
+             "--batch-size", str(args.batch), "--threads", "1", "--checkpoint", ckpt, "--overwrite"]
+    # The simulation: the 8,000 training digits for 4 T steps (seconds, not milliseconds).
+    run = [args.snnsim, "run", "--checkpoint", ckpt, "--split", "train", "--T", str(4 * args.T), "--threads", "1",
+           "--batch-size", str(args.batch)]
+    subprocess.run(train, check=True, capture_output=True)
+    rows = {"train": {1: [], args.ranks: []}, "run": {1: [], args.ranks: []}}
+    comm = {"train": [], "run": []}
+    for _ in range(args.rounds):
+        for n in (1, args.ranks):
+            out, _ = launch(train, n)
+            secs = float(re.search(r"^epoch 1/1: .*, ([0-9.]+) s$", out, re.M).group(1))
+            rows["train"][n].append(secs)
+            if n > 1:
+                comm["train"].append(float(re.search(r"^communication: ([0-9.]+) s", out, re.M).group(1)) / secs)
+            out, _ = launch(run, n)
+            secs = float(re.search(r"^train split: .*\(([0-9.]+) s\)$", out, re.M).group(1))
+            rows["run"][n].append(secs)
+            if n > 1:
+                comm["run"].append(float(re.search(r"communication ([0-9.]+) s$", out, re.M).group(1)) / secs)
+    params = 785 * args.hidden + (args.hidden + 1) * 10
+    print(f"snnsim data-parallel scaling: 784-{args.hidden}-10 LIF, T = {args.T}, batch {args.batch}, "
+          f"1 thread per process, {os.cpu_count()} cores, best of {args.rounds}")
+    print(f"| job | 1 process | {args.ranks} ranks | efficiency | communication share |")
+    print("|---|---|---|---|---|")
+    for job, what in (("train", "train, 1 epoch (8,000 digits)"), ("run", f"run, 8,000 digits, T = {4 * args.T}")):
+        t1, tn = min(rows[job][1]), min(rows[job][args.ranks])
+        print(f"| {what} | {t1:.2f} s | {tn:.2f} s | {t1 / (args.ranks * tn):.2f} | "
+              f"{100 * statistics.median(comm[job]):.0f}% |")
+    steps = -(-8000 // args.batch)
+    step1 = min(rows["train"][1]) / steps
+    print(f"\nOn paper (train): P = {params:,} parameters, {8 * params / 1e6:.1f} MB of double gradients per rank "
+          f"per step; one process's step {1e3 * step1:.1f} ms; a {args.link_gbs:g} GB/s link")
+    print("| nodes | compute per step | gather per step | expected efficiency |")
+    print("|---|---|---|---|")
+    for n in (2, 8, 64):
+        compute = step1 / n
+        gather = (n - 1) * 8 * params / (args.link_gbs * 1e9)
+        print(f"| {n} | {1e3 * compute:.2f} ms | {1e3 * gather:.2f} ms | {compute / (compute + gather):.2f} |")
+
+
+if __name__ == "__main__":
+    main()
