@@ -486,6 +486,25 @@ torch::Tensor World::sum_in_rank_order(const torch::Tensor& t) {
   return sum.reshape(mine.sizes());
 }
 
+torch::Tensor World::exchange_parts(const torch::Tensor& t, const std::vector<int64_t>& split) {
+  State& s = *s_;
+  const int64_t W = s.o.world_size;
+  TORCH_CHECK(t.dim() == 1 && static_cast<int64_t>(split.size()) == W, "exchange_parts: expected a 1-D tensor and ",
+              W, " parts, got ", t.dim(), " dims and ", split.size(), " parts");
+  int64_t total = 0;
+  for (const int64_t n : split) total += n;
+  TORCH_CHECK(total == t.numel(), "exchange_parts: the parts add up to ", total, " elements, the tensor has ",
+              t.numel());
+  torch::Tensor in = t.contiguous().to(torch::kCPU);
+  const int64_t mine = split[static_cast<size_t>(s.o.rank)];
+  torch::Tensor out = torch::empty({W * mine}, in.options());
+  std::vector<int64_t> out_split(static_cast<size_t>(W), mine), in_split(split);
+  s.guarded(
+      "an exchange", [&] { s.group->alltoall_base(out, in, out_split, in_split)->wait(); },
+      static_cast<int64_t>(in.nbytes()) - mine * static_cast<int64_t>(in.element_size()));
+  return out.reshape({W, mine});
+}
+
 void World::barrier() {
   s_->guarded("a barrier", [&] { s_->group->barrier()->wait(); });
 }

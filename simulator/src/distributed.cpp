@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "snn/core/error.h"
+#include "snn/simulator/fused_adam.h"
 
 namespace snn {
 
@@ -25,11 +26,10 @@ SampleRange batch_share(int64_t size, int64_t rank, int64_t world_size) {
   return r;
 }
 
-void reduce_gradients(dist::World& world, const SpikingNetwork& net) {
-  const std::vector<torch::Tensor> params = net.parameters();
+torch::Tensor flat_gradient(const SpikingNetwork& net) {
   const std::vector<Linear> layers = net.linear_layers();
   std::vector<torch::Tensor> parts;
-  for (const auto& p : params) {
+  for (const auto& p : net.parameters()) {
     torch::Tensor part;
     for (const auto& fc : layers) {
       if (p.is_same(fc->weight) || (fc->bias.defined() && p.is_same(fc->bias))) part = fc->carried_grad_sum(p);
@@ -39,9 +39,13 @@ void reduce_gradients(dist::World& world, const SpikingNetwork& net) {
     }
     parts.push_back(part.to(torch::kCPU).reshape({-1}));
   }
-  const torch::Tensor sum = world.sum_in_rank_order(torch::cat(parts));
+  return torch::cat(parts);
+}
+
+void reduce_gradients(dist::World& world, const SpikingNetwork& net) {
+  const torch::Tensor sum = world.sum_in_rank_order(flat_gradient(net));
   int64_t at = 0;
-  for (auto p : params) {
+  for (auto p : net.parameters()) {
     const int64_t n = p.numel();
     const torch::Tensor mine = sum.narrow(0, at, n).reshape(p.sizes()).to(p.options().requires_grad(false));
     at += n;
@@ -52,6 +56,94 @@ void reduce_gradients(dist::World& world, const SpikingNetwork& net) {
       g = mine.clone();
     }
   }
+}
+
+namespace {
+torch::Tensor flat_of(const std::vector<torch::Tensor>& tensors) {
+  std::vector<torch::Tensor> flat;
+  for (const auto& t : tensors) flat.push_back(t.detach().to(torch::kCPU).reshape({-1}));
+  return torch::cat(flat);
+}
+}  // namespace
+
+bool ShardedAdam::can_shard(const SpikingNetwork& net) {
+  const auto params = net.parameters();
+  if (params.empty()) return false;
+  for (const auto& p : params) {
+    if (p.scalar_type() != params[0].scalar_type() || !p.is_floating_point()) return false;
+  }
+  return true;
+}
+
+ShardedAdam::ShardedAdam(dist::World& world, const SpikingNetwork& net, const torch::optim::AdamOptions& options,
+                         const std::vector<AdamMoments>& state)
+    : world_(world), net_(net), params_(net.parameters()) {
+  if (!can_shard(net)) throw InternalError("ShardedAdam: the parameters do not share one floating dtype");
+  int64_t total = 0;
+  for (const auto& p : params_) total += p.numel();
+  for (int64_t r = 0; r < world.size(); ++r) {
+    const SampleRange part = batch_share(total, r, world.size());
+    split_.push_back(part.end - part.begin);
+    if (r == world.rank()) begin_ = part.begin;
+  }
+  const int64_t mine = split_[static_cast<size_t>(world.rank())];
+  shard_ = flat_of(params_).narrow(0, begin_, mine).clone().requires_grad_(true);
+  adam_ = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{shard_}, options);
+  // A resumed state: this rank's slice of every parameter's moments.
+  bool resumed = !state.empty();
+  for (const auto& m : state) resumed = resumed && m.exp_avg.defined();
+  if (resumed) {
+    std::vector<torch::Tensor> avg, avg_sq;
+    for (const auto& m : state) {
+      avg.push_back(m.exp_avg);
+      avg_sq.push_back(m.exp_avg_sq);
+    }
+    auto s = std::make_unique<torch::optim::AdamParamState>();
+    s->step(state[0].step);
+    s->exp_avg(flat_of(avg).narrow(0, begin_, mine).to(shard_.scalar_type()).clone());
+    s->exp_avg_sq(flat_of(avg_sq).narrow(0, begin_, mine).to(shard_.scalar_type()).clone());
+    adam_->state()[shard_.unsafeGetTensorImpl()] = std::move(s);
+  }
+}
+
+void ShardedAdam::set_lr(double lr) {
+  for (auto& group : adam_->param_groups()) group.options().set_lr(lr);
+}
+
+void ShardedAdam::step() {
+  // Rank r's slice of every rank's gradient, added in rank order.
+  const torch::Tensor parts = world_.exchange_parts(flat_gradient(net_), split_);
+  torch::Tensor sum = parts[0].clone();
+  for (int64_t r = 1; r < parts.size(0); ++r) sum.add_(parts[r]);
+  shard_.mutable_grad() = sum.to(shard_.scalar_type());
+  fused_adam_step(*adam_);
+  // Every rank's updated slice, into every rank's parameters.
+  const torch::Tensor all = world_.all_gather_rows(shard_.detach());
+  torch::NoGradGuard no_grad;
+  int64_t at = 0;
+  for (auto& p : params_) {
+    const int64_t n = p.numel();
+    p.copy_(all.narrow(0, at, n).reshape(p.sizes()));
+    at += n;
+  }
+}
+
+std::vector<AdamMoments> ShardedAdam::gather_state() {
+  const auto it = adam_->state().find(shard_.unsafeGetTensorImpl());
+  std::vector<AdamMoments> out(params_.size());
+  // Before the first step there is no state on any rank (all step together).
+  if (it == adam_->state().end()) return out;
+  const auto& s = static_cast<const torch::optim::AdamParamState&>(*it->second);
+  const torch::Tensor avg = world_.all_gather_rows(s.exp_avg()), avg_sq = world_.all_gather_rows(s.exp_avg_sq());
+  int64_t at = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t n = params_[i].numel();
+    out[i].step = s.step();
+    out[i].exp_avg = avg.narrow(0, at, n).reshape(params_[i].sizes()).clone();
+    out[i].exp_avg_sq = avg_sq.narrow(0, at, n).reshape(params_[i].sizes()).clone();
+    at += n;
+  }
+  return out;
 }
 
 EvalResult evaluate_over(dist::World* world, SpikingNetwork& net, const LabeledImages& data, int64_t batch_size,

@@ -193,6 +193,10 @@ void Trainer::distribute(dist::World& world) {
     }
   }
   world_ = &world;
+  if (ShardedAdam::can_shard(net_)) {
+    sharded_ = std::make_shared<ShardedAdam>(
+        world, net_, torch::optim::AdamOptions(options_.lr).weight_decay(options_.weight_decay), optimizer_state());
+  }
 }
 
 namespace {
@@ -217,6 +221,7 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
   double loss_sum = 0;
   int64_t correct = 0;
   for (auto& group : adam_->param_groups()) group.options().set_lr(learning_rate(epoch));
+  if (sharded_) sharded_->set_lr(learning_rate(epoch));
   net_.set_training_epoch(epoch);
   for (const torch::Tensor& batch : epoch_batches(n, options_.batch_size, true, options_.shuffle_seed, epoch)) {
     const int64_t b = batch.size(0);
@@ -245,14 +250,20 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
       loss = loss_of(options_.loss, counts, y, T, classes);
       loss.backward();
       if (idx.size(0) > 0) mine.backward(counts.grad().narrow(0, share.begin, idx.size(0)));
-      reduce_gradients(*world_, net_);
     }
-    fused_adam_step(*adam_);  // adam_->step()'s values, bit for bit, in fewer passes
+    if (sharded_) {
+      sharded_->step();
+    } else {
+      if (world_) reduce_gradients(*world_, net_);
+      fused_adam_step(*adam_);  // adam_->step()'s values, bit for bit, in fewer passes
+    }
     loss_sum += loss.item<double>() * static_cast<double>(b);
     correct += counts.argmax(1).eq(y).sum().item<int64_t>();
     stats.samples += b;
     if (progress) progress(stats.samples, n, loss_sum / static_cast<double>(stats.samples));
   }
+  // The whole optimizer state on every rank again, for checkpoints.
+  if (sharded_) load_optimizer_state(sharded_->gather_state());
   stats.loss = loss_sum / static_cast<double>(stats.samples);
   stats.train_accuracy = static_cast<double>(correct) / static_cast<double>(stats.samples);
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -129,6 +129,13 @@ class World {
   };
   Traffic traffic() const;
 
+  /// All to all: `t` (1-D, the same length, dtype and `split` on every
+  /// rank) is cut into size() consecutive parts of split[0], split[1], ...
+  /// elements; this rank receives part rank() of every rank's `t`, as the
+  /// rows of [size(), split[rank()]] in rank order. (A reduce-scatter whose
+  /// additions the caller makes, in the order it chooses.) CPU.
+  torch::Tensor exchange_parts(const torch::Tensor& t, const std::vector<int64_t>& split);
+
   /// Waits until every rank has reached this point (timeout_s).
   void barrier();
 

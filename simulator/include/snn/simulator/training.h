@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,8 @@ class World;
 }
 
 namespace snn {
+
+class ShardedAdam;
 
 /// The training loss.
 enum class Loss {
@@ -112,8 +115,12 @@ class Trainer {
   /// backpropagates its share, the loss and accuracy come from the gathered
   /// output counts (one process's values bit for bit: every sample's loss
   /// gradient is computed on the whole batch's counts), and the gradients
-  /// are added in rank order (reduce_gradients) before the identical Adam
-  /// step on every rank. Throws snn::Error for a network with BatchNorm
+  /// are added in rank order and Adam steps, each rank on its slice of the
+  /// parameters (ShardedAdam; where the parameters' dtypes differ, every
+  /// rank adds all gradients (reduce_gradients) and takes the whole step).
+  /// After each epoch every rank holds the whole optimizer state again
+  /// (optimizer_state() is the checkpoint's). Call it after
+  /// load_optimizer_state. Throws snn::Error for a network with BatchNorm
   /// (its batch statistics would be a share's).
   void distribute(dist::World& world);
 
@@ -123,6 +130,7 @@ class Trainer {
   ModelPipeline pipe_;
   std::unique_ptr<torch::optim::Adam> adam_;
   dist::World* world_ = nullptr;
+  std::shared_ptr<ShardedAdam> sharded_;
 };
 
 /// What a simulation of a data split measured.
