@@ -8,12 +8,13 @@ N ranks on 127.0.0.1 (--world-size/--rank/--master), every process with
 perfect scaling. The communication share is the ranks' own measure (time
 inside exchanges, waiting for slower ranks included) over the epoch's time.
 
-Then, on paper, the efficiency a cluster would get: each training step
-all-gathers every rank's double-precision gradient (P parameters, 8 P
-bytes each, in rank order so that the sum is fixed), so a rank receives
-(N - 1) 8 P bytes per step; at a link of --link-gbs GB/s that takes
-(N - 1) 8 P / link seconds against the step's compute, t_step(1) / N at a
-fixed global batch.
+Then, on paper, the efficiency a cluster would get: in each training step a
+rank sends every other rank its slice of the double-precision gradient and
+receives theirs of its own slice (an all-to-all of (N - 1) / N 8 P bytes,
+P parameters), adds them in rank order, steps Adam on its slice, and
+receives the other slices' new weights ((N - 1) / N 4 P bytes); at a link
+of --link-gbs GB/s that takes (N - 1) / N 12 P / link seconds against the
+step's compute, t_step(1) / N at a fixed global batch.
 
 Usage: dist_bench.py SNNSIM [--ranks N] [--hidden H] [--T T] [--batch B] [--rounds R] [--link-gbs G]
 """
@@ -97,13 +98,13 @@ def main():
               f"{100 * statistics.median(comm[job]):.0f}% |")
     steps = -(-8000 // args.batch)
     step1 = min(rows["train"][1]) / steps
-    print(f"\nOn paper (train): P = {params:,} parameters, {8 * params / 1e6:.1f} MB of double gradients per rank "
+    print(f"\nOn paper (train): P = {params:,} parameters, (N - 1) / N {12 * params / 1e6:.1f} MB in and out of a rank "
           f"per step; one process's step {1e3 * step1:.1f} ms; a {args.link_gbs:g} GB/s link")
-    print("| nodes | compute per step | gather per step | expected efficiency |")
+    print("| nodes | compute per step | exchange per step | expected efficiency |")
     print("|---|---|---|---|")
     for n in (2, 8, 64):
         compute = step1 / n
-        gather = (n - 1) * 8 * params / (args.link_gbs * 1e9)
+        gather = (n - 1) / n * 12 * params / (args.link_gbs * 1e9)
         print(f"| {n} | {1e3 * compute:.2f} ms | {1e3 * gather:.2f} ms | {compute / (compute + gather):.2f} |")
 
 

@@ -35,6 +35,7 @@
 #include "snn/simulator/distributed.h"
 #include "snn/simulator/network_graph.h"
 #include "snn/simulator/run_recording.h"
+#include "snn/recording/merged_recording.h"
 #include "snn/recording/recording_file.h"
 #include "snn/simulator/training.h"
 
@@ -365,8 +366,9 @@ RunOptions run_options_of(const RunFlags& f) {
 // The flags `run --resume` accepts: where and how fast the run goes and where
 // its summary goes. Every other flag would change the recording's content,
 // which continues with the RunOptions it was started with.
-const std::vector<std::string> kRunResumeFlags = {"--resume",  "--summary",        "--devices", "--balance",
-                                                  "--threads", "--steps-per-tick", "--batch-size"};
+const std::vector<std::string> kRunResumeFlags = {"--resume",     "--summary",        "--devices", "--balance",
+                                                  "--threads",    "--steps-per-tick", "--batch-size", "--world-size",
+                                                  "--rank",       "--master",         "--dist-timeout"};
 
 // --resume FILE: the RunOptions the recording was started with.
 RunOptions resumed_options(const std::string& recording, const std::vector<std::string>& given) {
@@ -401,6 +403,11 @@ void catch_stop_signals() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
 // What decides a run's results, for the ranks of a run over several
 // processes to compare: the run options (their paths aside: machines may
 // mount the same files elsewhere), the weights and the samples.
@@ -419,17 +426,22 @@ std::string run_settings(const RunOptions& o, const SpikingNetwork& net, const L
 void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   const bool resuming = !f.resume.empty();
   const std::optional<dist::WorldOptions> world_opts = world_options(f.dist, given);
-  if (world_opts && (!f.output.empty() || resuming)) {
-    throw Error(std::string(resuming ? "--resume" : "--output") + " with " + std::to_string(world_opts->world_size) +
-                " ranks: a run over several processes does not record yet; record with one process");
-  }
   // Joined first, so that a rank failing to load its files tells the others
   // at once instead of leaving them waiting for it.
   dist::World* world = world_opts ? &join_world(*world_opts) : nullptr;
+  // Over several processes each rank records its share to its own part
+  // (FILE.rankR-of-N.h5); rank 0 then writes FILE presenting them as one.
+  const auto part_of = [&](const std::string& file) {
+    return world ? recording::part_path(file, world->rank(), world->size()) : file;
+  };
+  // A part that was finished before the run stopped is not resumed: its
+  // share is simulated again, unrecorded, for the run's totals.
+  const bool part_done = world && resuming && !file_exists(part_of(f.resume) + ".partial") &&
+                         file_exists(part_of(f.resume));
   const auto has = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
   RunOptions o;
   if (resuming) {
-    o = resumed_options(f.resume, given);
+    o = resumed_options(part_of(f.resume), given);
   } else {
     if (f.checkpoint.empty()) throw Error("run needs --checkpoint FILE (or --resume RECORDING)");
     if (f.output.empty()) {
@@ -466,9 +478,13 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     share = rank_share(samples, world->rank(), world->size());
   }
   const bool speaks = !world || world->rank() == 0;  // what the run prints, rank 0 prints
+  if (world && world->rank() == 0 && !output.empty() && !resuming && !f.overwrite && file_exists(output)) {
+    throw Error("recording '" + output + "' exists; pass --overwrite to replace it");
+  }
+  const bool recording = !output.empty() && !part_done;
   RecordRequest record;
-  if (!output.empty()) {
-    record.path = output;
+  if (recording) {
+    record.path = part_of(output);
     record.overwrite = f.overwrite;
     record.dt_ms = o.dt_ms;
     record.record_input = o.record_input;
@@ -477,8 +493,13 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     record.spikes = parse_population_list("--record", o.record, c);
     record.traces = parse_population_list("--record-v", o.record_v, c);
     record.meta = run_provenance(c, o, kGitCommit);
+    if (world) {
+      record.meta.emplace_back("world_size", std::to_string(world->size()));
+      record.meta.emplace_back("rank", std::to_string(world->rank()));
+    }
     if (!resuming) {
-      const RecordingEstimate estimate = estimate_recording(net, split, f.sim.batch_size, record, samples);
+      const RecordingEstimate estimate = estimate_recording(net, split, f.sim.batch_size, record,
+                                                            world ? share.end - share.begin : samples);
       const double budget = f.max_record_bytes.empty() ? 0 : parse_bytes("--max-record-bytes", f.max_record_bytes);
       if (budget > 0 && estimate.bytes > budget) {
         throw Error(fmt::format("the recording would take about {} ({}), more than --max-record-bytes {}: record "
@@ -486,14 +507,14 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
                                 "raise the limit",
                                 human_bytes(estimate.bytes), estimate.parts_text(), human_bytes(budget)));
       }
-      record.on_open = [line = estimate.describe()] { std::cout << line << "\n"; };
+      if (speaks) record.on_open = [line = estimate.describe()] { std::cout << line << "\n"; };
     }
     catch_stop_signals();
     record.stop_requested = [] { return g_stop_signal.load() != 0; };
   }
   const auto t0 = std::chrono::steady_clock::now();
   Progress progress(o.split + " split");
-  const EvalResult mine = evaluate(net, split, f.sim.batch_size, o.limit, output.empty() ? nullptr : &record,
+  const EvalResult mine = evaluate(net, split, f.sim.batch_size, o.limit, recording ? &record : nullptr,
                                    [&](int64_t done, int64_t total) {
                                      if (speaks) progress.update(done, total);
                                    },
@@ -506,6 +527,14 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     secs = world->all_gather_rows(torch::tensor({secs}, torch::kDouble)).max().item<double>();  // the slowest rank's
     const torch::Tensor n = world->all_gather_rows(torch::tensor({mine.samples}, torch::kLong));
     rank_samples.assign(n.data_ptr<int64_t>(), n.data_ptr<int64_t>() + n.numel());
+    // Every part is finished (the gathers above wait for every rank).
+    if (!output.empty() && world->rank() == 0) {
+      std::vector<std::string> parts;
+      for (int64_t r = 0; r < world->size(); ++r) parts.push_back(recording::part_path(output, r, world->size()));
+      recording::write_merged_recording(output, parts, f.overwrite || resuming,
+                                        {{"world_size", std::to_string(world->size())}});
+    }
+    world->barrier();  // the others end once the merged file is there
     world->finish();
     if (!speaks) return;
   }

@@ -27,6 +27,14 @@ constexpr hsize_t kSpikeChunk = 65536;  // elements per chunk of the spike datas
 constexpr hsize_t kRowChunk = 1024;     // rows per chunk of the per-sample datasets
 constexpr unsigned kDeflate = 1;  // level 1: most of the gain after shuffle, at a fraction of level 4's time
 
+// /meta's first_sample (RecordingLayout::first_sample), absent when 0.
+constexpr const char* kFirstSample = "first_sample";
+int64_t first_sample_of(hid_t file, const std::string& where) {
+  Handle g(H5Gopen2(file, sc::meta.path, H5P_DEFAULT), H5Gclose);
+  if (!g.ok() || H5Aexists(g.get(), kFirstSample) <= 0) return 0;
+  return hdf5::read_int_attribute(g.get(), kFirstSample, where);
+}
+
 bool exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
@@ -451,6 +459,7 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
     for (const auto& [k, v] : meta) hdf5::write_string_attribute(g.get(), k.c_str(), v);
     hdf5::write_int_attribute(g.get(), sc::attr_steps_per_sample.name, L.steps);
     hdf5::write_double_attribute(g.get(), sc::attr_dt_ms.name, L.dt_ms);
+    if (L.first_sample > 0) hdf5::write_int_attribute(g.get(), kFirstSample, L.first_sample);
     Handle scalar(H5Screate(H5S_SCALAR), H5Sclose);
     s_->counter = Handle(H5Dcreate2(f, sc::samples_committed.path, sc::file_type(sc::samples_committed.type),
                                     scalar.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
@@ -504,7 +513,8 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
       write_fixed(f, sc::report_node_ids, p.name, n, ids.data());
       write_fixed(f, sc::report_index_pointers, p.name, n + 1, ptr.data());
       write_fixed(f, sc::report_element_ids, p.name, n, elements.data());
-      const double time[3] = {0.0, 0.0, L.dt_ms};
+      const double t0 = static_cast<double>(L.first_sample * L.steps) * L.dt_ms;
+      const double time[3] = {t0, t0, L.dt_ms};
       s_->report_times.push_back(write_fixed(f, sc::report_time, p.name, 3, time));
     }
   }
@@ -568,6 +578,11 @@ RecordingFile RecordingFile::resume(std::string path, RecordingLayout layout,
     }
     c = sc::check(f.get(), where, sc::Rows::kAtLeast);
     check_resumable(f.get(), c, layout, must_match, where);
+    const int64_t first = first_sample_of(f.get(), where);
+    if (first != layout.first_sample) {
+      throw Error(where + " holds the samples from " + std::to_string(first) + " on, this run's part starts at " +
+                  std::to_string(layout.first_sample) + ": resume it with the world size it was started with");
+    }
   }
 
   // All checks passed: from here on the file changes.
@@ -719,7 +734,7 @@ void RecordingFile::append(const SampleBatch& b) {
                 "recording: prediction_by_step must be [", n, ", ", L.steps, "]");
   }
   const double T = static_cast<double>(L.steps);
-  const int64_t first = s_->appended;
+  const int64_t first = L.first_sample + s_->appended;  // the run's index of the batch's first sample
 
   // Spikes, then traces, then the sample rows and spike pointers.
   std::vector<std::vector<uint64_t>> ptr_rows(L.spikes.size());
@@ -797,9 +812,11 @@ void RecordingFile::commit() {
   // run killed in between claimed samples its time axis did not cover).
   // Killed anywhere, the file holds at least what the counter claims.
   check(H5Fflush(s_->file.get(), H5F_SCOPE_GLOBAL), "recording: cannot flush '" + partial_path() + "'");
-  const double t_stop = static_cast<double>(s_->appended) * static_cast<double>(s_->layout.steps) * s_->layout.dt_ms;
+  const RecordingLayout& L = s_->layout;
+  const double t_start = static_cast<double>(L.first_sample * L.steps) * L.dt_ms;
+  const double t_stop = static_cast<double>((L.first_sample + s_->appended) * L.steps) * L.dt_ms;
   for (auto& t : s_->report_times) {
-    const double time[3] = {0.0, t_stop, s_->layout.dt_ms};
+    const double time[3] = {t_start, t_stop, L.dt_ms};
     write_scalar(t.get(), H5T_NATIVE_DOUBLE, time, "report time");
     check(H5Dflush(t.get()), "recording: cannot flush a report's time axis in '" + partial_path() + "'");
   }

@@ -92,6 +92,42 @@ std::string shape_text(const hsize_t* dims, int rank) {
   return out + "]";
 }
 
+// Every source of the virtual dataset `ds` exists (named relative to the
+// file's folder, as HDF5 resolves it) and its dataset covers the mapping.
+void check_virtual_sources(hid_t file, hid_t ds, hid_t dcpl, const std::string& what) {
+  size_t count = 0;
+  if (H5Pget_virtual_count(dcpl, &count) < 0) throw Error(what + ": its virtual mappings cannot be read");
+  const ssize_t name_length = H5Fget_name(file, nullptr, 0);
+  std::string name(static_cast<size_t>(std::max<ssize_t>(name_length, 0)) + 1, '\0');
+  H5Fget_name(file, name.data(), name.size());
+  name.resize(static_cast<size_t>(std::max<ssize_t>(name_length, 0)));
+  const auto slash = name.rfind('/');
+  const std::string folder = slash == std::string::npos ? "" : name.substr(0, slash + 1);
+  (void)ds;
+  for (size_t i = 0; i < count; ++i) {
+    const ssize_t fl = H5Pget_virtual_filename(dcpl, i, nullptr, 0), dl = H5Pget_virtual_dsetname(dcpl, i, nullptr, 0);
+    if (fl < 0 || dl < 0) throw Error(what + ": virtual mapping " + str(i) + " cannot be read");
+    std::string source(static_cast<size_t>(fl) + 1, '\0'), dataset(static_cast<size_t>(dl) + 1, '\0');
+    H5Pget_virtual_filename(dcpl, i, source.data(), source.size());
+    H5Pget_virtual_dsetname(dcpl, i, dataset.data(), dataset.size());
+    source.resize(static_cast<size_t>(fl));
+    dataset.resize(static_cast<size_t>(dl));
+    const std::string path = source.empty() || source[0] == '/' ? source : folder + source;
+    Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT), H5Fclose);
+    if (!f.ok()) {
+      throw Error(what + " is a view of '" + path + "', which is missing or unreadable: keep a merged recording's "
+                  "parts beside it");
+    }
+    Handle src(H5Dopen2(f.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
+    Handle mapped(H5Pget_virtual_srcspace(dcpl, i), H5Sclose);
+    if (!src.ok() || !mapped.ok()) throw Error(what + ": '" + path + "' has no dataset " + dataset);
+    Handle have(H5Dget_space(src.get()), H5Sclose);
+    if (H5Sget_simple_extent_npoints(have.get()) < H5Sget_select_npoints(mapped.get())) {
+      throw Error(what + ": '" + path + "' holds fewer values in " + dataset + " than the view maps");
+    }
+  }
+}
+
 // Opens dataset `d` (for population `pop`) and checks its type, rank and
 // extents against the schema and what is known; learns unknown quantities.
 // An absent optional dataset gives an invalid handle.
@@ -142,7 +178,13 @@ Handle open_checked(hid_t file, const Dataset& d, const std::string& pop, Known&
   // make a reader allocate for, or spend hours on, fill values. Scale-offset
   // packs constant ids into almost nothing; those datasets match a
   // sibling's extent instead.
-  if (rank > 0 && d.filter != Filter::kSpikeIds) {
+  Handle layout_plist(H5Dget_create_plist(ds.get()), H5Pclose);
+  if (layout_plist.ok() && H5Pget_layout(layout_plist.get()) == H5D_VIRTUAL) {
+    // A view of other files (the parts of a run over several processes):
+    // each must be there and hold what is mapped, or readers would get
+    // fill values for it without a word.
+    check_virtual_sources(file, ds.get(), layout_plist.get(), what);
+  } else if (rank > 0 && d.filter != Filter::kSpikeIds) {
     double elements = 1;
     for (int i = 0; i < rank; ++i) elements *= static_cast<double>(used[i]);
     Handle dcpl(H5Dget_create_plist(ds.get()), H5Pclose);

@@ -349,7 +349,9 @@ void check_same_network(const std::string& path, const NetworkConfig& c, const s
 // makes every HDF5 call (the library is not reentrant).
 class BatchRecorder {
  public:
-  BatchRecorder(SpikingNetwork& net, const RecordRequest& request) : net_(net) {
+  // `first_sample`: the split's index of the first sample the file holds
+  // (a rank's share starts later).
+  BatchRecorder(SpikingNetwork& net, const RecordRequest& request, int64_t first_sample) : net_(net) {
     const NetworkConfig& c = net.config();
     if (!net.neuron_layers().back()->spiking()) {
       // output_counts holds integer spike counts; a potential summed over
@@ -366,6 +368,7 @@ class BatchRecorder {
     layout.layers = layers;
     layout.prediction_by_step = true;
     layout.deflate_spikes = request.deflate_spikes;
+    layout.first_sample = first_sample;
     layer_of_spikes_.assign(layers, -1);
     layer_of_trace_.assign(layers, -1);
     if (request.record_input) {
@@ -610,7 +613,7 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
   // The weights stay as they are for the whole evaluation: layers pack
   // theirs once, not once per batch.
   const FrozenWeights frozen;
-  std::unique_ptr<BatchRecorder> recorder = record ? std::make_unique<BatchRecorder>(net, *record) : nullptr;
+  std::unique_ptr<BatchRecorder> recorder = record ? std::make_unique<BatchRecorder>(net, *record, begin) : nullptr;
   if (recorder && record->on_open) record->on_open();
   // A resumed recording's committed samples are read back, not simulated.
   const int64_t committed = recorder ? recorder->samples_committed_before() : 0;

@@ -65,6 +65,10 @@ struct RecordingLayout {
   /// which excludes libsonata's PyPI wheels. Default false: timestamps and
   /// potentials unfiltered, node ids packed by HDF5's own scale-offset filter.
   bool deflate_spikes = false;
+  /// The run's index of the file's first sample: its time axis starts at
+  /// first_sample * T * dt (one rank's part of a run over several
+  /// processes; /meta attribute first_sample when > 0). Default 0.
+  int64_t first_sample = 0;
 };
 
 /// Consecutive samples handed to the file in one call (typically a batch).
