@@ -153,6 +153,13 @@ const std::vector<std::string> kTrainResumeFlags = {
     "--resume",     "--epochs",     "--checkpoint", "--overwrite", "--devices", "--balance",     "--threads",
     "--steps-per-tick", "--data-dir", "--world-size", "--rank",     "--master",  "--dist-timeout"};
 
+// The labels in order, as a fingerprint of the data the ranks compare:
+// sum of (i + 1) * label.
+int64_t labels_fingerprint(const torch::Tensor& labels) {
+  const torch::Tensor l = labels.to(torch::kLong);
+  return (l * torch::arange(1, l.size(0) + 1, torch::kLong)).sum().item<int64_t>();
+}
+
 // What decides a training's result, for the ranks to compare: the network
 // (placement aside), the training options, the starting weights and epoch,
 // and the training labels.
@@ -162,7 +169,6 @@ std::string train_settings(const SpikingNetwork& net, const TrainOptions& o, int
   c.devices = {"cpu"};
   c.balance.clear();
   c.steps_per_tick = 0;
-  const torch::Tensor labels = train.labels.to(torch::kLong);
   return nlohmann::json{{"config", nlohmann::json::parse(c.to_json())},
                         {"batch_size", o.batch_size},
                         {"lr", o.lr},
@@ -176,8 +182,7 @@ std::string train_settings(const SpikingNetwork& net, const TrainOptions& o, int
                         {"first_epoch", first_epoch},
                         {"parameters_hash", parameters_hash(net)},
                         {"train_samples", train.size()},
-                        {"labels_fingerprint",
-                         (labels * torch::arange(1, labels.size(0) + 1, torch::kLong)).sum().item<int64_t>()}}
+                        {"labels_fingerprint", labels_fingerprint(train.labels)}}
       .dump();
 }
 
@@ -417,9 +422,7 @@ std::string run_settings(const RunOptions& o, const SpikingNetwork& net, const L
   j.erase("data_dir");
   j["parameters_hash"] = parameters_hash(net);
   j["samples"] = samples;
-  // The labels in order, as a fingerprint of the data: sum of (i + 1) * label.
-  const torch::Tensor labels = split.labels.narrow(0, 0, samples).to(torch::kLong);
-  j["labels_fingerprint"] = (labels * torch::arange(1, samples + 1, torch::kLong)).sum().item<int64_t>();
+  j["labels_fingerprint"] = labels_fingerprint(split.labels.narrow(0, 0, samples));
   return j.dump();
 }
 

@@ -24,8 +24,8 @@
 namespace snn::dist {
 namespace {
 
-// A port nobody listens on now (the kernel's choice for port 0).
-int free_port() {
+// A TCP socket bound to 127.0.0.1 on a port the kernel chose; its port in `port`.
+int bound_socket(int& port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
@@ -34,8 +34,15 @@ int free_port() {
   EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
   socklen_t len = sizeof(a);
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+// A port nobody listens on now.
+int free_port() {
+  int port = 0;
+  ::close(bound_socket(port));
+  return port;
 }
 
 WorldOptions options(int64_t rank, int64_t size, int port, double timeout_s = 20) {
@@ -158,16 +165,9 @@ TEST(World, AnotherWorldSizeOrATakenRankIsRefused) {
 }
 
 TEST(World, APortInUseIsNamed) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  int port = 0;
+  const int fd = bound_socket(port);
   ASSERT_EQ(::listen(fd, 4), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
   const std::string m = test::message_of([&] { World w(options(0, 2, port, 2.0)); });
   ::close(fd);
   EXPECT_NE(m.find("rank 0 cannot host the run's store on 127.0.0.1:" + std::to_string(port) +
