@@ -40,17 +40,22 @@ struct Handoff {
 #endif
 };
 
-// Runs fn on every stage's thread; the first exception is kept, and every
-// queue is closed so that no stage waits forever on a failed neighbour.
+// Runs fn on every stage's thread; the first exception is kept, every
+// queue is closed and every link cancelled, so that no stage waits forever
+// on a failed neighbour (in this process or another).
 class ErrorSlot {
  public:
-  explicit ErrorSlot(std::vector<std::unique_ptr<BoundedQueue<Handoff>>>& queues) : queues_(queues) {}
+  ErrorSlot(std::vector<std::unique_ptr<BoundedQueue<Handoff>>>& queues, const PipelineLinks& links)
+      : queues_(queues), links_(links) {}
   void fail(std::exception_ptr e) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_) error_ = e;
     }
     for (auto& q : queues_) q->close();
+    if (links_.upstream) links_.upstream->cancel();
+    if (links_.downstream) links_.downstream->cancel();
+    if (links_.results) links_.results->cancel();
   }
   void rethrow() {
     if (error_) std::rethrow_exception(error_);
@@ -58,6 +63,7 @@ class ErrorSlot {
 
  private:
   std::vector<std::unique_ptr<BoundedQueue<Handoff>>>& queues_;
+  const PipelineLinks& links_;
   std::mutex mutex_;
   std::exception_ptr error_;
 };
@@ -117,15 +123,21 @@ std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool
   // One stage has nothing to overlap with: it runs on the caller's thread
   // (no thread start per call, warm thread-local buffers), and its results
   // wait in a queue long enough for all of them.
-  const bool inline_stage = n_stages == 1;
-  // queues[k] feeds stage k (k >= 1); queues[S] carries the results.
+  // (Links need the stage on a thread of its own: the caller's thread
+  // receives the results meanwhile.)
+  const bool inline_stage = n_stages == 1 && !links_.any();
+  if (links_.results && !links_.downstream) {
+    throw Error("ModelPipeline: a results link needs a downstream link (the results come back from the last part)");
+  }
+  // queues[k] feeds stage k (queues[0] only from an upstream link);
+  // queues[S] carries the last stage's outputs.
   std::vector<std::unique_ptr<BoundedQueue<Handoff>>> queues;
   for (size_t k = 0; k <= n_stages; ++k) {
     const size_t capacity = inline_stage && k == n_stages ? std::max<size_t>(1, jobs.size())
                                                           : static_cast<size_t>(options_.queue_capacity());
     queues.push_back(std::make_unique<BoundedQueue<Handoff>>(capacity));
   }
-  ErrorSlot errors(queues);
+  ErrorSlot errors(queues, links_);
 
   // Intra-op threads: the caller's budget shared among the CPU stages.
   const int caller_threads = at::get_num_threads();
@@ -163,7 +175,7 @@ std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool
       torch::Tensor samples_src, samples_here;
       for (const Job& job : jobs) {
         torch::Tensor input;
-        if (k == 0) {
+        if (k == 0 && !links_.upstream) {
           input = job.input;
         } else {
           std::optional<Handoff> h = queues[k]->pop();
@@ -220,27 +232,71 @@ std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool
     }
   };
 
+  // The links' threads: blocks from the previous part into queues[0], the
+  // last stage's outputs to the next part. They hold no intra-op threads.
+  auto receiver = [&] {
+    try {
+      for (const Job& job : jobs) {
+        Handoff h;
+        h.tensor = links_.upstream->receive();
+        if (time_blocks && (h.tensor.dim() < 1 || h.tensor.size(0) != job.input.size(0))) {
+          throw Error("pipeline: the previous part sent a block of shape " + shape_string(h.tensor) +
+                      " where one of " + std::to_string(job.input.size(0)) + " steps was due");
+        }
+        if (h.tensor.device() != stages_.front().device) h.tensor = h.tensor.to(stages_.front().device);
+        if (!queues[0]->push(std::move(h))) return;
+      }
+    } catch (...) {
+      errors.fail(std::current_exception());
+    }
+  };
+  auto sender = [&] {
+    try {
+      for (size_t j = 0; j < jobs.size(); ++j) {
+        std::optional<Handoff> h = queues[n_stages]->pop();
+        if (!h) return;
+#if SNN_WITH_CUDA
+        if (h->ready && h->tensor.is_cuda()) h->ready->synchronize();
+#endif
+        links_.downstream->send(h->tensor);
+      }
+    } catch (...) {
+      errors.fail(std::current_exception());
+    }
+  };
+
   std::vector<std::thread> threads;
   if (inline_stage) {
     worker(0);
   } else {
-    threads.reserve(n_stages);
+    threads.reserve(n_stages + 2);
+    if (links_.upstream) threads.emplace_back(receiver);
     for (size_t k = 0; k < n_stages; ++k) threads.emplace_back(worker, k);
+    if (links_.downstream) threads.emplace_back(sender);
   }
   std::vector<torch::Tensor> outputs;
   outputs.reserve(jobs.size());
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    std::optional<Handoff> h = queues[n_stages]->pop();
-    if (!h) break;
+  const bool returns = !links_.downstream || links_.results;
+  try {
+    for (size_t j = 0; returns && j < jobs.size(); ++j) {
+      if (links_.results) {
+        outputs.push_back(links_.results->receive());
+        continue;
+      }
+      std::optional<Handoff> h = queues[n_stages]->pop();
+      if (!h) break;
 #if SNN_WITH_CUDA
-    if (h->ready && h->tensor.is_cuda()) h->ready->block(c10::cuda::getCurrentCUDAStream(h->tensor.device().index()));
+      if (h->ready && h->tensor.is_cuda()) h->ready->block(c10::cuda::getCurrentCUDAStream(h->tensor.device().index()));
 #endif
-    outputs.push_back(std::move(h->tensor));
+      outputs.push_back(std::move(h->tensor));
+    }
+  } catch (...) {
+    errors.fail(std::current_exception());
   }
   for (auto& t : threads) t.join();
   at::set_num_threads(caller_threads);
   errors.rethrow();
-  if (outputs.size() != jobs.size()) throw InternalError("pipeline lost blocks without an error");
+  if (returns && outputs.size() != jobs.size()) throw InternalError("pipeline lost blocks without an error");
   last_run_ = std::move(info);
   return outputs;
 }
@@ -273,6 +329,7 @@ torch::Tensor ModelPipeline::constant_forward(const torch::Tensor& x, int64_t T,
   }
   std::vector<torch::Tensor> blocks = run(jobs, /*time_blocks=*/true);
   next_step_ = offset + T;
+  if (blocks.empty()) return {};  // a part whose results go on to another
   if (!reduce) return torch::cat(blocks, 0);
   // Summed step by step in time order, so that the result is the same for
   // every K (a block-wise sum would round differently).
@@ -299,7 +356,9 @@ torch::Tensor ModelPipeline::forward(const torch::Tensor& x, int64_t split_size,
     const int64_t len = std::min(split_size, batch - b);
     jobs.push_back(Job{x0.narrow(0, b, len), 0, samples.narrow(0, b, len), /*reset=*/true});
   }
-  return torch::cat(run(jobs, /*time_blocks=*/false), 0);
+  std::vector<torch::Tensor> outputs = run(jobs, /*time_blocks=*/false);
+  if (outputs.empty()) return {};  // a part whose results go on to another
+  return torch::cat(outputs, 0);
 }
 
 }  // namespace snn

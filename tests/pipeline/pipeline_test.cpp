@@ -10,6 +10,7 @@
 #include "snn/encoders/encoders.h"
 #include "snn/neurons/lif.h"
 #include "snn/neurons/linear.h"
+#include "snn/pipeline/bounded_queue.h"
 #include "snn/pipeline/model_pipeline.h"
 #include "support/test_util.h"
 
@@ -260,6 +261,115 @@ TEST(Pipeline, ErrorsAreClearAndNeverHang) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("keep the time dimension"), std::string::npos) << e.what();
   }
+}
+
+// A link between two pipeline parts in one process: a queue of one block
+// (a send waits until the block is taken, as a c10d send may), closed by
+// cancel() on either side.
+class QueueLink : public BlockSource, public BlockSink {
+ public:
+  torch::Tensor receive() override {
+    std::optional<torch::Tensor> t = queue_.pop();
+    if (!t) throw Error("link cancelled");
+    return *t;
+  }
+  void send(const torch::Tensor& block) override {
+    if (!queue_.push(block.clone())) throw Error("link cancelled");
+  }
+  void cancel() noexcept override { queue_.close(); }
+
+ private:
+  BoundedQueue<torch::Tensor> queue_{1};
+};
+
+// The layers split into `parts` pipelines (part p holds layers [cut[p],
+// cut[p+1]), in stages_per_part stages), linked in a ring as processes are:
+// part p sends to p + 1, the last part's outputs come back to part 0.
+std::vector<ModelPipeline> make_parts(const std::vector<torch::nn::AnyModule>& layers, const std::vector<size_t>& cut,
+                                      size_t stages_per_part, int64_t K) {
+  const size_t P = cut.size() - 1;
+  std::vector<std::shared_ptr<QueueLink>> links;
+  for (size_t p = 0; p < P; ++p) links.push_back(std::make_shared<QueueLink>());  // links[p]: out of part p
+  std::vector<ModelPipeline> parts;
+  for (size_t p = 0; p < P; ++p) {
+    const std::vector<torch::nn::AnyModule> mine(layers.begin() + static_cast<int64_t>(cut[p]),
+                                                 layers.begin() + static_cast<int64_t>(cut[p + 1]));
+    ModelPipeline part = make_pipeline(mine, std::min(stages_per_part, mine.size()), K);
+    PipelineLinks l;
+    l.upstream = p > 0 ? links[p - 1] : nullptr;
+    l.downstream = links[p];
+    l.results = p == 0 ? links[P - 1] : nullptr;
+    part.set_links(l);
+    parts.push_back(std::move(part));
+  }
+  return parts;
+}
+
+// Runs every part on a thread of its own, as processes would; part 0's result.
+torch::Tensor run_parts(std::vector<ModelPipeline>& parts, const torch::Tensor& x, int64_t T, bool reduce,
+                        const torch::Tensor& samples, std::vector<std::string>* errors = nullptr) {
+  std::vector<torch::Tensor> results(parts.size());
+  std::vector<std::string> messages(parts.size());
+  std::vector<std::thread> threads;
+  for (size_t p = 0; p < parts.size(); ++p) {
+    threads.emplace_back([&, p] {
+      try {
+        results[p] = parts[p].constant_forward(x, T, reduce, samples);
+      } catch (const std::exception& e) {
+        messages[p] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (size_t p = 1; p < parts.size(); ++p) EXPECT_FALSE(results[p].defined()) << "part " << p << " returned results";
+  if (errors) *errors = messages;
+  for (size_t p = 0; !errors && p < parts.size(); ++p) EXPECT_EQ(messages[p], "") << "part " << p;
+  return results[0];
+}
+
+TEST(Pipeline, PartsLinkedAcrossProcessesEqualOnePipelineForAnyCutAndK) {
+  const auto layers = make_layers({12, 20, 16, 10}, 7);  // encoder + 3 x (Linear, LIF): 7 layers
+  const torch::Tensor x = torch::rand({5, 12});
+  const torch::Tensor samples = torch::arange(40, 45);
+  for (int64_t T : {1, 6}) {
+    const torch::Tensor ref_sum = sequential(layers, x, T, true, samples);
+    const torch::Tensor ref_all = sequential(layers, x, T, false, samples);
+    for (const std::vector<size_t>& cut : {std::vector<size_t>{0, 3, 7}, std::vector<size_t>{0, 1, 7},
+                                           std::vector<size_t>{0, 3, 5, 7}, std::vector<size_t>{0, 2, 4, 6, 7}}) {
+      for (size_t stages : {1, 2}) {
+        for (int64_t K : {int64_t{1}, int64_t{4}, T}) {
+          std::vector<ModelPipeline> parts = make_parts(layers, cut, stages, K);
+          const std::string where = "T " + std::to_string(T) + " parts " + std::to_string(cut.size() - 1) +
+                                    " stages " + std::to_string(stages) + " K " + std::to_string(K);
+          EXPECT_TRUE(torch::equal(run_parts(parts, x, T, true, samples), ref_sum)) << where;
+          EXPECT_TRUE(torch::equal(run_parts(parts, x, T, false, samples), ref_all)) << where;
+        }
+      }
+    }
+  }
+}
+
+TEST(Pipeline, AFailingPartEndsEveryPartWithoutHanging) {
+  auto layers = make_layers({4, 6, 3}, 1);  // 5 layers
+  layers.insert(layers.begin() + 3, torch::nn::AnyModule(Throwing()));
+  for (const std::vector<size_t>& cut : {std::vector<size_t>{0, 2, 6}, std::vector<size_t>{0, 4, 6},
+                                         std::vector<size_t>{0, 2, 4, 6}}) {
+    std::vector<ModelPipeline> parts = make_parts(layers, cut, 1, 1);
+    std::vector<std::string> errors;
+    run_parts(parts, torch::rand({2, 4}), 20, true, torch::arange(2), &errors);
+    size_t exploded = 0;
+    for (size_t p = 0; p < errors.size(); ++p) {
+      EXPECT_NE(errors[p], "") << "part " << p << " ended without an error";
+      exploded += errors[p] == "stage exploded";
+    }
+    EXPECT_EQ(exploded, 1u) << "the failing part reports the stage's own error";
+  }
+  ModelPipeline orphan;
+  orphan.append(Recorder(), torch::kCPU);
+  PipelineLinks l;
+  l.results = std::make_shared<QueueLink>();
+  orphan.set_links(l);
+  EXPECT_THROW(orphan.constant_forward(torch::zeros({1, 1}), 2), Error);
 }
 
 TEST(Pipeline_CUDA, TwoStreamsOnOneGpuAndCpuToGpuEqualSequential) {

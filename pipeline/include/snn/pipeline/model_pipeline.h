@@ -27,6 +27,11 @@
 /// provided the stages themselves are batch-invariant (snn::Linear is;
 /// BLAS-backed torch::nn::Linear is not).
 ///
+/// A pipeline may be one part of a pipeline spanning processes
+/// (stage_link.h): set_links() names where its first stage's blocks come
+/// from and where its last stage's go; the blocks and their order are the
+/// same, so are the results.
+///
 /// Depends on LibTorch only (and the snn::Temporal interface).
 
 #include <torch/nn/modules/container/any.h>
@@ -37,6 +42,7 @@
 #include <vector>
 
 #include "snn/core/temporal.h"
+#include "snn/pipeline/stage_link.h"
 
 namespace snn {
 
@@ -91,7 +97,8 @@ class ModelPipeline {
   /// concatenated them to [T*B, ...]). Stage 0 receives x expanded to
   /// [K, B, ...] (a view, no copy). sample_index: [B] global sample indices
   /// for encoders (default 0 .. B-1). The result is on the last stage's
-  /// device.
+  /// device. A part with links (set_links) returns the results its
+  /// `results` link receives, or an undefined tensor without one.
   torch::Tensor constant_forward(const torch::Tensor& x, int64_t T, bool reduce = true,
                                  const torch::Tensor& sample_index = {});
 
@@ -104,6 +111,12 @@ class ModelPipeline {
 
   /// Resets every stage's stateful submodules.
   void reset_state();
+
+  /// Makes this pipeline one part of a pipeline over processes (see
+  /// stage_link.h); default links (all null) make it whole again. Each
+  /// link runs on a thread of its own, so that messages overlap the work.
+  void set_links(PipelineLinks links) { links_ = std::move(links); }
+  const PipelineLinks& links() const { return links_; }
 
   size_t size() const { return stages_.size(); }
   torch::Device device(size_t stage) const { return stages_.at(stage).device; }
@@ -132,6 +145,7 @@ class ModelPipeline {
   std::vector<torch::Tensor> run(const std::vector<Job>& jobs, bool time_blocks);
 
   PipelineOptions options_;
+  PipelineLinks links_;
   std::vector<Stage> stages_;
   PipelineRunInfo last_run_;
   int64_t next_step_ = 0;  // first step of the next call when keep_state
