@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <mutex>
 #include <thread>
 
 #include "snn/core/error.h"
@@ -150,6 +151,7 @@ struct World::State {
   std::thread watcher;
   std::atomic<bool> stop_watch{false};
   std::atomic<bool> ending{false};
+  mutable std::mutex traffic_mutex;  // the pipeline's link threads count theirs too
   World::Traffic traffic;
   bool finished = false;
 
@@ -225,14 +227,16 @@ struct World::State {
     const auto t0 = Clock::now();
     struct Count {  // counted however the call ends
       World::Traffic& t;
+      std::mutex& m;
       Clock::time_point t0;
       int64_t bytes;
       ~Count() {
+        std::lock_guard<std::mutex> lock(m);
         t.seconds += std::chrono::duration<double>(Clock::now() - t0).count();
         t.bytes += bytes;
         ++t.calls;
       }
-    } count{traffic, t0, bytes};
+    } count{traffic, traffic_mutex, t0, bytes};
     try {
       return f();
     } catch (const Error&) {
@@ -385,7 +389,10 @@ int64_t World::rank() const { return s_->o.rank; }
 int64_t World::size() const { return s_->o.world_size; }
 const WorldOptions& World::options() const { return s_->o; }
 bool World::ending_for_peer() const { return s_->ending.load(); }
-World::Traffic World::traffic() const { return s_->traffic; }
+World::Traffic World::traffic() const {
+  std::lock_guard<std::mutex> lock(s_->traffic_mutex);
+  return s_->traffic;
+}
 
 void World::check_same_settings(const std::string& settings_json) {
   // Through the Gloo group, not the store: a rank that died before it could
@@ -509,18 +516,79 @@ void World::barrier() {
   s_->guarded("a barrier", [&] { s_->group->barrier()->wait(); });
 }
 
-void World::send(const torch::Tensor& t, int64_t dst, int tag) {
+struct Cancel::Impl {
+  std::mutex mutex;
+  bool cancelled = false;
+  c10::intrusive_ptr<c10d::Work> current;  // the call in progress
+};
+
+Cancel::Cancel() : impl_(std::make_unique<Impl>()) {}
+Cancel::~Cancel() = default;
+
+void Cancel::cancel() noexcept {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->cancelled = true;
+  try {
+    if (impl_->current) impl_->current->abort();
+  } catch (const std::exception&) {
+    // Already over: nothing to end.
+  }
+}
+
+bool Cancel::cancelled() const noexcept {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->cancelled;
+}
+
+namespace {
+
+// Waits for a point-to-point call that `cancel` may abort meanwhile.
+void wait_for(const c10::intrusive_ptr<c10d::Work>& work, Cancel::Impl* cancel, const std::string& what) {
+  const auto cancelled = [&] { return Error(what + " was cancelled: the pipeline failed on this rank"); };
+  if (cancel) {
+    std::lock_guard<std::mutex> lock(cancel->mutex);
+    if (cancel->cancelled) {
+      work->abort();
+      throw cancelled();
+    }
+    cancel->current = work;
+  }
+  bool done = false;
+  try {
+    done = work->wait();
+  } catch (...) {
+    if (cancel) {
+      std::lock_guard<std::mutex> lock(cancel->mutex);
+      cancel->current.reset();
+      if (cancel->cancelled) throw cancelled();
+    }
+    throw;
+  }
+  if (cancel) {
+    std::lock_guard<std::mutex> lock(cancel->mutex);
+    cancel->current.reset();
+    if (cancel->cancelled && !done) throw cancelled();
+  }
+  if (!done) throw cancelled();  // an abort nobody asked for is one too
+}
+
+}  // namespace
+
+void World::send(const torch::Tensor& t, int64_t dst, int tag, Cancel* cancel) {
   std::vector<torch::Tensor> v{t.contiguous()};
+  const std::string what = fmt::format("a send to rank {}", dst);
   s_->guarded(
-      fmt::format("a send to rank {}", dst), [&] { s_->group->send(v, static_cast<int>(dst), tag)->wait(); },
+      what, [&] { wait_for(s_->group->send(v, static_cast<int>(dst), tag), cancel ? cancel->impl_.get() : nullptr, what); },
       static_cast<int64_t>(v[0].nbytes()));
 }
 
-void World::recv(torch::Tensor& t, int64_t src, int tag) {
+void World::recv(torch::Tensor& t, int64_t src, int tag, Cancel* cancel) {
   TORCH_CHECK(t.is_contiguous(), "recv: expected a contiguous tensor to receive into");
   std::vector<torch::Tensor> v{t};
-  s_->guarded(fmt::format("a receive from rank {}", src),
-              [&] { s_->group->recv(v, static_cast<int>(src), tag)->wait(); });
+  const std::string what = fmt::format("a receive from rank {}", src);
+  s_->guarded(what, [&] {
+    wait_for(s_->group->recv(v, static_cast<int>(src), tag), cancel ? cancel->impl_.get() : nullptr, what);
+  });
 }
 
 bool World::report_failure(const std::string& message, int code) noexcept {

@@ -3,6 +3,9 @@
 
 #include "snn/dist/world.h"
 
+#include <torch/nn/modules/container/functional.h>
+#include <torch/nn/modules/linear.h>
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -19,6 +22,8 @@
 #include <vector>
 
 #include "snn/core/error.h"
+#include "snn/dist/pipeline_links.h"
+#include "snn/pipeline/model_pipeline.h"
 #include "support/test_util.h"
 
 namespace snn::dist {
@@ -122,6 +127,60 @@ TEST(World, SendsAndReceivesBetweenTwoRanks) {
   });
   for (const auto& e : errors) EXPECT_EQ(e, "");
   EXPECT_TRUE(received.equal(torch::tensor({1, 2, 3, 4}, torch::kInt)));
+}
+
+// Stage r of a small pipeline: a Linear layer and, but for the last, a
+// threshold to bool spikes (the blocks between ranks are then bool, as a
+// spiking network's are).
+torch::nn::Sequential pipeline_stage(int64_t r, int64_t stages) {
+  torch::manual_seed(r);
+  const int64_t in = 6 + r, out = r + 1 < stages ? 7 + r : 3;
+  torch::nn::Sequential seq(torch::nn::Functional([](const torch::Tensor& x) { return x.to(torch::kFloat); }),
+                            torch::nn::Linear(in, out));
+  if (r + 1 < stages) seq->push_back(torch::nn::Functional([](const torch::Tensor& x) { return x.gt(0.1); }));
+  return seq;
+}
+
+TEST(World, APipelineOverRanksEqualsOneProcess) {
+  const torch::Tensor x = torch::rand({4, 6});
+  for (int64_t ranks : {2, 3}) {
+    ModelPipeline whole(PipelineOptions().steps_per_tick(2));
+    for (int64_t r = 0; r < ranks; ++r) whole.append(pipeline_stage(r, ranks), torch::kCPU);
+    const torch::Tensor want = whole.constant_forward(x, 5, /*reduce=*/false);
+    std::vector<torch::Tensor> got(ranks);
+    const auto errors = run_ranks(ranks, [&](World& w) {
+      ModelPipeline part(PipelineOptions().steps_per_tick(2));
+      part.append(pipeline_stage(w.rank(), ranks), torch::kCPU);
+      part.set_links(pipeline_links(w));
+      for (int repeat = 0; repeat < 2; ++repeat) got[w.rank()] = part.constant_forward(x, 5, /*reduce=*/false);
+    });
+    for (const auto& e : errors) EXPECT_EQ(e, "");
+    ASSERT_TRUE(got[0].defined());
+    EXPECT_TRUE(got[0].equal(want)) << ranks << " ranks";
+    for (int64_t r = 1; r < ranks; ++r) EXPECT_FALSE(got[r].defined()) << "rank " << r << " holds results";
+  }
+}
+
+TEST(World, ACancelledReceiveEndsAtOnce) {
+  const auto errors = run_ranks(2, [&](World& w) {
+    if (w.rank() == 1) {
+      Cancel cancel;
+      std::thread canceller([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        cancel.cancel();
+      });
+      torch::Tensor t = torch::zeros({3});
+      const auto t0 = std::chrono::steady_clock::now();
+      const std::string m = test::message_of([&] { w.recv(t, 0, 5, &cancel); });
+      canceller.join();
+      EXPECT_NE(m.find("a receive from rank 0 was cancelled"), std::string::npos) << m;
+      EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+      // Later calls with it fail at once, without waiting for the peer.
+      EXPECT_NE(test::message_of([&] { w.recv(t, 0, 5, &cancel); }).find("cancelled"), std::string::npos);
+    }
+    w.barrier();
+  });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
 }
 
 TEST(World, DifferentSettingsFailOnEveryRankNamingTheFirstDifference) {

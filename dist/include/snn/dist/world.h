@@ -74,6 +74,26 @@ std::optional<WorldOptions> options_from_environment();
 /// throws snn::Error naming `text` otherwise.
 void parse_master(const std::string& text, WorldOptions& options);
 
+/// Lets another thread end the point-to-point calls given it (World::send,
+/// World::recv): cancel() aborts the call in progress and makes every later
+/// one throw snn::Error at once. The pipeline's links use it when the
+/// pipeline fails on this rank, so that none of its threads waits on a peer.
+class Cancel {
+ public:
+  Cancel();
+  ~Cancel();
+  Cancel(const Cancel&) = delete;
+  Cancel& operator=(const Cancel&) = delete;
+  void cancel() noexcept;
+  bool cancelled() const noexcept;
+
+  struct Impl;  // opaque: holds the c10d call in progress
+
+ private:
+  friend class World;
+  std::unique_ptr<Impl> impl_;
+};
+
 /// How often the watch thread asks the store whether a rank failed.
 constexpr std::chrono::milliseconds kWatchInterval{100};
 
@@ -141,9 +161,12 @@ class World {
 
   /// Point to point (the pipeline across processes): `t` to rank `dst`, and
   /// into `t` (preallocated, the sender's shape and dtype) from rank `src`.
-  /// `tag` tells messages between the same pair apart.
-  void send(const torch::Tensor& t, int64_t dst, int tag = 0);
-  void recv(torch::Tensor& t, int64_t src, int tag = 0);
+  /// `tag` tells messages between the same pair apart. Messages with the
+  /// same pair and tag arrive in the order sent. A send may wait until the
+  /// receiver is ready. Safe to call from several threads at once (one
+  /// sending, one receiving); `cancel`, if given, lets another thread end it.
+  void send(const torch::Tensor& t, int64_t dst, int tag = 0, Cancel* cancel = nullptr);
+  void recv(torch::Tensor& t, int64_t src, int tag = 0, Cancel* cancel = nullptr);
 
   /// This rank failed: tells every other rank (they end with `message` and
   /// `code`), then waits up to a few seconds until they have read it, so
