@@ -18,10 +18,12 @@ struct DistFlags {
   int64_t world_size = 0;  // 0: not given (torchrun's WORLD_SIZE, else one process)
   std::string master;      // HOST:PORT
   double timeout_s = 300;
+  std::string parallel = "data";  // data: each rank its samples; pipeline: each rank a stage
 };
 
-/// Adds --rank, --world-size, --master and --dist-timeout.
-void add_dist_flags(CLI::App* cmd, DistFlags& flags);
+/// Adds --rank, --world-size, --master and --dist-timeout; with
+/// `pipeline` (run), also --parallel.
+void add_dist_flags(CLI::App* cmd, DistFlags& flags, bool pipeline = false);
 
 /// The run this process belongs to: the flags (--world-size given), else
 /// torchrun's environment (WORLD_SIZE), else none (nullopt: one process, as

@@ -31,6 +31,7 @@
 #include "snn/core/error.h"
 #include "snn/datasets/data_location.h"
 #include "snn/datasets/idx.h"
+#include "snn/dist/pipeline_links.h"
 #include "snn/simulator/checkpoint.h"
 #include "snn/simulator/distributed.h"
 #include "snn/simulator/network_graph.h"
@@ -416,19 +417,61 @@ bool file_exists(const std::string& path) {
 // What decides a run's results, for the ranks of a run over several
 // processes to compare: the run options (their paths aside: machines may
 // mount the same files elsewhere), the weights and the samples.
-std::string run_settings(const RunOptions& o, const SpikingNetwork& net, const LabeledImages& split, int64_t samples) {
+// In a pipeline over ranks the stages and K must agree too: they decide
+// which blocks pass between the ranks.
+std::string run_settings(const RunOptions& o, const SpikingNetwork& net, const LabeledImages& split, int64_t samples,
+                         bool pipeline) {
   nlohmann::json j = nlohmann::json::parse(o.to_json());
   j.erase("checkpoint");
   j.erase("data_dir");
+  j["parallel"] = pipeline ? "pipeline" : "data";
+  if (pipeline) {
+    j["layers_per_rank"] = net.stage_layers();
+    j["steps_per_tick"] = net.config().steps_per_tick;
+  }
   j["parameters_hash"] = parameters_hash(net);
   j["samples"] = samples;
   j["labels_fingerprint"] = labels_fingerprint(split.labels.narrow(0, 0, samples));
   return j.dump();
 }
 
+// --parallel pipeline: the network's stages are the ranks, rank r holding
+// stage r, joined by the ranks' pipeline links. --devices names one device
+// per rank (or one for all), --balance the layers per rank; K defaults to 1
+// (K = T would leave nothing to overlap within a batch).
+void place_over_ranks(SpikingNetwork& net, const SimFlags& f, dist::World& world) {
+  const int64_t n = world.size();
+  Placement p = placement_of(f);
+  if (p.devices.size() == 1) p.devices.assign(static_cast<size_t>(n), p.devices.front());
+  if (static_cast<int64_t>(p.devices.size()) != n) {
+    throw Error(fmt::format("--devices: a pipeline over {} ranks takes one device per rank, or one for all; got {}",
+                            n, f.devices));
+  }
+  if (p.steps_per_tick == 0) p.steps_per_tick = 1;
+  try {
+    p.apply(net);
+  } catch (const Error& e) {
+    throw Error(fmt::format("a pipeline over {} ranks, one stage each: {}", n, e.what()));
+  }
+  net.set_pipeline_part(world.rank(), 1, dist::pipeline_links(world));
+}
+
 void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   const bool resuming = !f.resume.empty();
   const std::optional<dist::WorldOptions> world_opts = world_options(f.dist, given);
+  const bool pipeline = f.dist.parallel == "pipeline";
+  if (pipeline) {
+    if (!world_opts) throw Error("--parallel pipeline needs a run over several processes (--world-size N, or torchrun)");
+    if (resuming || !f.output.empty()) {
+      throw Error(std::string(resuming ? "--resume" : "--output") +
+                  ": recording a pipeline over ranks is not supported yet; record with --parallel data (the "
+                  "default), whose merged recording equals one process's");
+    }
+    if (f.sim.balance == "auto") {
+      throw Error("--balance auto: not in a pipeline over ranks (each would time its own layers and choose "
+                  "differently); give the layers per rank, e.g. --balance 2,1");
+    }
+  }
   // Joined first, so that a rank failing to load its files tells the others
   // at once instead of leaving them waiting for it.
   dist::World* world = world_opts ? &join_world(*world_opts) : nullptr;
@@ -461,7 +504,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   const std::string output = resuming ? f.resume : f.output;
   LoadedNetwork loaded;
   try {
-    loaded = load_network(o.checkpoint, o.overrides, placement_of(f.sim));
+    loaded = load_network(o.checkpoint, o.overrides, pipeline ? Placement{} : placement_of(f.sim));
   } catch (const Error& e) {
     if (!resuming) throw;
     throw Error(std::string(e.what()) + " (the checkpoint recording '" + f.resume + "' was started with)");
@@ -471,14 +514,19 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   const ImageDataset data = load_image_dataset(o.data_dir, c.layers.back());
   const LabeledImages& split = o.split == "train" ? data.train : data.test;
   net.prepare_input(split.images.narrow(0, 0, 1));
-  auto_balance(f.sim, net, split.images);
+  if (pipeline) {
+    place_over_ranks(net, f.sim, *world);
+  } else {
+    auto_balance(f.sim, net, split.images);
+  }
   const int64_t samples = o.limit < 0 ? split.size() : std::min(o.limit, split.size());
   // A run over several processes: this rank simulates its share of the
-  // samples; the shares' results are gathered below.
+  // samples (or, in a pipeline, its stage of all of them); the results are
+  // gathered below.
   SampleRange share;
   if (world) {
-    world->check_same_settings(run_settings(o, net, split, samples));
-    share = rank_share(samples, world->rank(), world->size());
+    world->check_same_settings(run_settings(o, net, split, samples, pipeline));
+    if (!pipeline) share = rank_share(samples, world->rank(), world->size());
   }
   const bool speaks = !world || world->rank() == 0;  // what the run prints, rank 0 prints
   if (world && world->rank() == 0 && !output.empty() && !resuming && !f.overwrite && file_exists(output)) {
@@ -548,8 +596,17 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     std::cout << fmt::format("resumed: samples 0..{} came from the recording, {} were simulated now\n",
                              r.resumed_at - 1, r.samples - r.resumed_at);
   }
-  if (r.samples > r.resumed_at) std::cout << "pipeline: " << r.execution.describe() << (world ? " on each rank" : "") << "\n";
-  if (world) {
+  if (pipeline) {
+    std::string layers;
+    for (int64_t l : net.stage_layers()) layers += (layers.empty() ? "" : ",") + std::to_string(l);
+    std::cout << fmt::format("pipeline: {} ranks, a stage each (layers {} on {}), K = {}, batch size {}; "
+                             "communication {:.2f} s on rank 0\n",
+                             world->size(), layers, f.sim.devices, net.config().steps_per_tick, f.sim.batch_size,
+                             traffic.seconds);
+  } else if (r.samples > r.resumed_at) {
+    std::cout << "pipeline: " << r.execution.describe() << (world ? " on each rank" : "") << "\n";
+  }
+  if (world && !pipeline) {
     std::string shares;
     for (size_t k = 0, first = 0; k < rank_samples.size(); first += static_cast<size_t>(rank_samples[k]), ++k) {
       shares += fmt::format("{}{}..{} on rank {}", k ? ", " : "", first, first + rank_samples[k] - 1, k);
@@ -583,7 +640,8 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
                      {"seconds", secs},
                      {"threads", at::get_num_threads()},
                      {"execution", nlohmann::json::parse(r.execution.to_json())},
-                     {"ranks", rank_samples.size()},
+                     {"ranks", world ? world->size() : 1},
+                     {"parallel", pipeline ? "pipeline" : "data"},
                      {"samples_per_rank", rank_samples},
                      {"communication_seconds", traffic.seconds},
                      {"snnsim_version", kVersion},
@@ -761,7 +819,7 @@ Run add_run_command(CLI::App& app) {
                   "Continue the unfinished recording FILE (interrupted or killed) with the settings it was started "
                   "with; the result equals an uninterrupted run's");
   add_sim_flags(cmd, f->sim);
-  add_dist_flags(cmd, f->dist);
+  add_dist_flags(cmd, f->dist, /*pipeline=*/true);
   return [cmd, f] {
     if (!cmd->parsed()) return;
     run_run(*f, given_options(cmd));

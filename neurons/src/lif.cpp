@@ -1,6 +1,8 @@
 #include "snn/neurons/lif.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "snn/core/error.h"
 #include "snn/neurons/linear.h"
@@ -23,6 +25,22 @@ torch::Tensor NeuronLayer::step(const torch::Tensor& x) {
 std::optional<torch::ScalarType> NeuronLayer::spike_dtype_for(std::optional<torch::ScalarType> spike_dtype) const {
   if (!spike_dtype && bool_without_grad_ && spiking() && !torch::GradMode::is_enabled()) return torch::kBool;
   return spike_dtype;
+}
+
+double NeuronLayer::spike_total(const torch::Tensor& spikes) {
+  if (spikes.scalar_type() != torch::kBool || !spikes.is_cpu()) return spikes.detach().sum().item<double>();
+  const torch::Tensor c = spikes.contiguous();
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(c.data_ptr<bool>());
+  const int64_t n = c.numel();
+  int64_t total = 0, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x;
+    std::memcpy(&x, p + i, 8);
+    // Eight 0/1 bytes: their sum (at most 8) lands in the top byte.
+    total += static_cast<int64_t>((x * 0x0101010101010101ULL) >> 56);
+  }
+  for (; i < n; ++i) total += p[i];
+  return static_cast<double>(total);
 }
 
 void NeuronLayer::observe(const torch::Tensor& out, const torch::Tensor& v) {

@@ -156,7 +156,9 @@ std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool
     if (time_blocks) info.largest_block = std::max(info.largest_block, job.input.size(0));
     if (!time_blocks) info.batch += job.input.size(0);  // micro-batches add up to the batch
   }
-  if (time_blocks && !jobs.empty()) info.batch = jobs.front().input.size(1);
+  for (const Job& job : jobs) {
+    if (time_blocks) info.batch = std::max(info.batch, job.input.size(1));  // the largest of the batches
+  }
 
   auto worker = [&](size_t k) {
     try {
@@ -303,41 +305,79 @@ std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool
 
 torch::Tensor ModelPipeline::constant_forward(const torch::Tensor& x, int64_t T, bool reduce,
                                               const torch::Tensor& sample_index) {
-  if (stages_.empty()) throw Error("ModelPipeline::constant_forward: the pipeline has no stages; append() some first");
-  if (T < 1) throw Error("ModelPipeline::constant_forward: T must be >= 1 steps, got " + std::to_string(T));
+  std::vector<torch::Tensor> out = run_constant({x}, T, reduce, {sample_index}, "constant_forward");
+  return out.empty() ? torch::Tensor() : out.front();
+}
+
+std::vector<torch::Tensor> ModelPipeline::constant_forward_batches(const std::vector<torch::Tensor>& xs, int64_t T,
+                                                                   bool reduce,
+                                                                   const std::vector<torch::Tensor>& sample_indices) {
+  if (options_.keep_state()) {
+    throw Error("ModelPipeline::constant_forward_batches starts every batch from reset state, but keep_state is set");
+  }
+  if (!sample_indices.empty() && sample_indices.size() != xs.size()) {
+    throw Error("ModelPipeline::constant_forward_batches: " + std::to_string(sample_indices.size()) +
+                " sample index tensors for " + std::to_string(xs.size()) + " batches");
+  }
+  if (xs.empty()) return {};
+  return run_constant(xs, T, reduce, sample_indices, "constant_forward_batches");
+}
+
+std::vector<torch::Tensor> ModelPipeline::run_constant(const std::vector<torch::Tensor>& xs, int64_t T, bool reduce,
+                                                       const std::vector<torch::Tensor>& sample_indices,
+                                                       const char* caller) {
+  const std::string name = std::string("ModelPipeline::") + caller;
+  if (stages_.empty()) throw Error(name + ": the pipeline has no stages; append() some first");
+  if (T < 1) throw Error(name + ": T must be >= 1 steps, got " + std::to_string(T));
   const int64_t K = options_.steps_per_tick();
   if (K < 1) throw Error("ModelPipeline: steps_per_tick must be >= 1, got " + std::to_string(K));
   if (options_.queue_capacity() < 1) {
     throw Error("ModelPipeline: queue_capacity must be >= 1, got " + std::to_string(options_.queue_capacity()));
   }
-  TORCH_CHECK(x.dim() >= 1, "ModelPipeline::constant_forward: x must be [B, ...], got a 0-dim tensor");
-  const int64_t batch = x.size(0);
-  const torch::Tensor samples = sample_index.defined() ? sample_index.to(torch::kCPU, torch::kLong)
-                                                       : torch::arange(batch, torch::kLong);
-  TORCH_CHECK(samples.dim() == 1 && samples.size(0) == batch, "ModelPipeline: sample_index must be [", batch,
-              "] for a batch of ", batch, ", got ", samples.sizes());
-
   const bool fresh = !options_.keep_state();
   const int64_t offset = fresh ? 0 : next_step_;
-  const torch::Tensor x0 = x.to(stages_.front().device);
+  // Every batch's blocks in time order, batch after batch: each stage runs
+  // them in this order, and a batch's first block resets its state, so a
+  // stage may start the next batch while the later stages finish this one.
   std::vector<Job> jobs;
-  for (int64_t first = 0; first < T; first += K) {
-    const int64_t len = std::min(K, T - first);
-    std::vector<int64_t> shape{len};
-    for (auto s : x0.sizes()) shape.push_back(s);
-    jobs.push_back(Job{x0.unsqueeze(0).expand(shape), offset + first, samples, fresh && first == 0});
+  for (size_t b = 0; b < xs.size(); ++b) {
+    const torch::Tensor& x = xs[b];
+    TORCH_CHECK(x.dim() >= 1, name, ": x must be [B, ...], got a 0-dim tensor");
+    const int64_t batch = x.size(0);
+    const torch::Tensor& index = b < sample_indices.size() ? sample_indices[b] : torch::Tensor();
+    const torch::Tensor samples =
+        index.defined() ? index.to(torch::kCPU, torch::kLong) : torch::arange(batch, torch::kLong);
+    TORCH_CHECK(samples.dim() == 1 && samples.size(0) == batch, "ModelPipeline: sample_index must be [", batch,
+                "] for a batch of ", batch, ", got ", samples.sizes());
+    const torch::Tensor x0 = x.to(stages_.front().device);
+    for (int64_t first = 0; first < T; first += K) {
+      const int64_t len = std::min(K, T - first);
+      std::vector<int64_t> shape{len};
+      for (auto s : x0.sizes()) shape.push_back(s);
+      jobs.push_back(Job{x0.unsqueeze(0).expand(shape), offset + first, samples, fresh && first == 0});
+    }
   }
   std::vector<torch::Tensor> blocks = run(jobs, /*time_blocks=*/true);
   next_step_ = offset + T;
   if (blocks.empty()) return {};  // a part whose results go on to another
-  if (!reduce) return torch::cat(blocks, 0);
-  // Summed step by step in time order, so that the result is the same for
-  // every K (a block-wise sum would round differently).
-  torch::Tensor total;
-  for (const auto& block : blocks) {
-    for (int64_t t = 0; t < block.size(0); ++t) total = total.defined() ? total + block[t] : block[t].clone();
+  std::vector<torch::Tensor> results;
+  const size_t per_batch = static_cast<size_t>((T + K - 1) / K);
+  for (size_t b = 0; b < xs.size(); ++b) {
+    const auto begin = blocks.begin() + static_cast<std::ptrdiff_t>(b * per_batch);
+    const std::vector<torch::Tensor> mine(begin, begin + static_cast<std::ptrdiff_t>(per_batch));
+    if (!reduce) {
+      results.push_back(torch::cat(mine, 0));
+      continue;
+    }
+    // Summed step by step in time order, so that the result is the same for
+    // every K (a block-wise sum would round differently).
+    torch::Tensor total;
+    for (const auto& block : mine) {
+      for (int64_t t = 0; t < block.size(0); ++t) total = total.defined() ? total + block[t] : block[t].clone();
+    }
+    results.push_back(total);
   }
-  return total;
+  return results;
 }
 
 torch::Tensor ModelPipeline::forward(const torch::Tensor& x, int64_t split_size, const torch::Tensor& sample_index) {

@@ -238,9 +238,16 @@ ModelPipeline SpikingNetwork::make_pipeline() const {
   const std::vector<int64_t> balance = stage_layers();
   ModelPipeline pipe(PipelineOptions().steps_per_tick(config_.steps_per_tick > 0 ? config_.steps_per_tick
                                                                                  : config_.steps));
+  const int64_t first = part_count_ > 0 ? part_first_ : 0;
+  const int64_t last = part_count_ > 0 ? part_first_ + part_count_ : stages;
+  if (first < 0 || last > stages) {
+    throw Error("the pipeline part of stages " + std::to_string(first) + ".." + std::to_string(last - 1) +
+                " is not within the network's " + std::to_string(stages) + " stages");
+  }
+  pipe.set_links(part_links_);
   if (graph_model_) {
     std::vector<torch::nn::AnyModule> modules = graph_model_->make_stages(balance);
-    for (int64_t s = 0; s < stages; ++s) {
+    for (int64_t s = first; s < last; ++s) {
       torch::nn::Sequential seq;
       if (s == 0) seq->push_back(encoder_);
       seq->push_back(modules[s]);
@@ -249,7 +256,11 @@ ModelPipeline SpikingNetwork::make_pipeline() const {
     return pipe;
   }
   size_t next = 0;
-  for (int64_t s = 0; s < stages; ++s) {
+  for (int64_t s = 0; s < last; ++s) {
+    if (s < first) {  // another process's stage
+      next += static_cast<size_t>(balance[s]);
+      continue;
+    }
     torch::nn::Sequential seq;
     if (s == 0) seq->push_back(encoder_);
     // Each synapse layer with its neurons: fused when simulating on the CPU.
@@ -259,6 +270,17 @@ ModelPipeline SpikingNetwork::make_pipeline() const {
     pipe.append(seq, torch::Device(config_.devices[s]));
   }
   return pipe;
+}
+
+void SpikingNetwork::set_pipeline_part(int64_t first, int64_t count, PipelineLinks links) {
+  const int64_t stages = static_cast<int64_t>(config_.devices.size());
+  if (count < 0 || first < 0 || (count > 0 && first + count > stages)) {
+    throw Error("a pipeline part of " + std::to_string(count) + " stages from stage " + std::to_string(first) +
+                " is not within the network's " + std::to_string(stages) + " stages");
+  }
+  part_first_ = count > 0 ? first : 0;
+  part_count_ = count;
+  part_links_ = count > 0 ? std::move(links) : PipelineLinks{};
 }
 
 std::vector<int64_t> balanced_partition(const std::vector<double>& costs, int64_t groups) {

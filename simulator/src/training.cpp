@@ -120,8 +120,11 @@ std::string ExecutionInfo::to_json() const {
 
 ExecutionInfo execution_of(const SpikingNetwork& network) {
   ExecutionInfo e;
-  e.devices = network.config().devices;
-  e.stage_layers = network.stage_layers();
+  // The stages this process runs (a part of a pipeline over ranks: its own).
+  const auto [first, count] = network.pipeline_part();
+  const std::vector<int64_t> layers = network.stage_layers();
+  e.devices.assign(network.config().devices.begin() + first, network.config().devices.begin() + first + count);
+  e.stage_layers.assign(layers.begin() + first, layers.begin() + first + count);
   e.threads = at::get_num_threads();
   return e;
 }
@@ -638,38 +641,59 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
     for (size_t i = 0; i < prior_spikes.size(); ++i) prior_spikes[i] = per_layer[i].item<double>();
   }
   if (progress) progress(committed, n);
-  for (int64_t start = first; start < end; start += batch_size) {
-    const torch::Tensor idx = torch::arange(start, std::min(start + batch_size, end), torch::kLong);
-    const torch::Tensor x = net.prepare_input(data.images.index_select(0, idx));
-    const torch::Tensor y = data.labels.index_select(0, idx);
-    const torch::Tensor per_step = pipe.constant_forward(x, T, false, idx).to(torch::kCPU);  // [T, B, C]
+  // Batches go through a pipeline of several stages (threads or ranks)
+  // several at a time, so that its stages overlap across batches
+  // (constant_forward_batches); one stage has nothing to overlap, and a
+  // recording writes (and may stop) after every batch: one at a time.
+  const bool overlaps = pipe.size() > 1 || pipe.links().any();
+  const int64_t group = recorder || !overlaps ? 1 : std::max<int64_t>(1, kSamplesPerPipelineCall / batch_size);
+  for (int64_t group_start = first; group_start < end; group_start += group * batch_size) {
+    std::vector<torch::Tensor> idxs, xs;
+    for (int64_t start = group_start; start < std::min(end, group_start + group * batch_size); start += batch_size) {
+      idxs.push_back(torch::arange(start, std::min(start + batch_size, end), torch::kLong));
+      xs.push_back(net.prepare_input(data.images.index_select(0, idxs.back())));
+    }
+    const std::vector<torch::Tensor> outs = pipe.constant_forward_batches(xs, T, false, idxs);
     execution.add(pipe.last_run());
-    // Counts up to each step in time order: exact integers in float32.
-    // torch::argmax returns the first maximal index: ties go to the lowest class.
-    const torch::Tensor cumulative = per_step.cumsum(0);
-    const torch::Tensor by_step = cumulative.argmax(2);  // [T, B]
-    correct_by_step += by_step.eq(y.unsqueeze(0)).sum(1);
-    counts.push_back(cumulative[T - 1]);
-    if (recorder) {
-      recorder->write_batch(x, idx, y, counts.back(), by_step[T - 1], by_step.t().contiguous());
-      if (record->stop_requested && record->stop_requested() && start + batch_size < end) {
-        const int64_t done = std::min(start + batch_size, end) - begin;
-        recorder->finish("aborted", {});
-        throw Interrupted("interrupted: stopped after " + std::to_string(done) + " of " + std::to_string(n) +
-                          " samples; the recording '" + recorder->file().partial_path() +
-                          "' holds them all (status aborted): continue it with --resume, or make it a normal "
-                          "file with 'snnsim recover'");
+    const int64_t group_end = std::min(end, group_start + group * batch_size);
+    if (outs.empty()) {  // a pipeline part whose outputs another process counts
+      if (progress) progress(group_end - begin, n);
+      continue;
+    }
+    for (size_t b = 0; b < outs.size(); ++b) {
+      const torch::Tensor& idx = idxs[b];
+      const torch::Tensor y = data.labels.index_select(0, idx);
+      const torch::Tensor per_step = outs[b].to(torch::kCPU);  // [T, B, C]
+      // Counts up to each step in time order: exact integers in float32.
+      // torch::argmax returns the first maximal index: ties go to the lowest class.
+      const torch::Tensor cumulative = per_step.cumsum(0);
+      const torch::Tensor by_step = cumulative.argmax(2);  // [T, B]
+      correct_by_step += by_step.eq(y.unsqueeze(0)).sum(1);
+      counts.push_back(cumulative[T - 1]);
+      if (recorder) {
+        recorder->write_batch(xs[b], idx, y, counts.back(), by_step[T - 1], by_step.t().contiguous());
+        const int64_t done = idx[-1].item<int64_t>() + 1 - begin;
+        if (record->stop_requested && record->stop_requested() && begin + done < end) {
+          recorder->finish("aborted", {});
+          throw Interrupted("interrupted: stopped after " + std::to_string(done) + " of " + std::to_string(n) +
+                            " samples; the recording '" + recorder->file().partial_path() +
+                            "' holds them all (status aborted): continue it with --resume, or make it a normal "
+                            "file with 'snnsim recover'");
+        }
       }
     }
-    if (progress) progress(std::min(start + batch_size, end) - begin, n);
+    if (progress) progress(group_end - begin, n);
   }
   EvalResult r;
   r.samples = n;
   r.resumed_at = committed;
   r.first_sample = begin;
   r.execution = std::move(execution);
-  r.counts = torch::cat(counts);
-  r.labels = data.labels.narrow(0, begin, n);
+  // A pipeline part without the results counts none of the samples (the
+  // process holding them does); its layers' spikes are its own.
+  const bool holds_results = net.pipeline_part_returns_results();
+  r.counts = holds_results ? torch::cat(counts) : torch::zeros({0, net.config().layers.back()});
+  r.labels = holds_results ? data.labels.narrow(0, begin, n) : torch::zeros({0}, data.labels.options());
   r.correct_by_step = correct_by_step;
   for (size_t i = 0; i < net.neuron_layers().size(); ++i) {
     r.layer_spikes.push_back(prior_spikes[i] + net.neuron_layers()[i]->spikes_counted());

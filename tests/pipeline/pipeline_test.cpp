@@ -185,6 +185,31 @@ TEST(Pipeline, SharesIntraOpThreadsAmongCpuStagesAndRestoresThem) {
   at::set_num_threads(saved);
 }
 
+TEST(Pipeline, SeveralBatchesInOneCallEqualOneCallEach) {
+  const auto layers = make_layers({12, 20, 16, 10}, 11);
+  const std::vector<torch::Tensor> xs{torch::rand({5, 12}), torch::rand({3, 12}), torch::rand({5, 12})};
+  const std::vector<torch::Tensor> idx{torch::arange(0, 5), torch::arange(5, 8), torch::arange(8, 13)};
+  for (size_t S : {1, 2, 3}) {
+    for (int64_t K : {int64_t{1}, int64_t{2}, int64_t{5}}) {
+      ModelPipeline pipe = make_pipeline(layers, S, K);
+      for (bool reduce : {true, false}) {
+        const std::vector<torch::Tensor> got = pipe.constant_forward_batches(xs, 5, reduce, idx);
+        ASSERT_EQ(got.size(), xs.size());
+        for (size_t b = 0; b < xs.size(); ++b) {
+          EXPECT_TRUE(torch::equal(got[b], sequential(layers, xs[b], 5, reduce, idx[b])))
+              << "S " << S << " K " << K << " batch " << b << " reduce " << reduce;
+        }
+      }
+      EXPECT_EQ(pipe.last_run().blocks, static_cast<int64_t>(3 * ((5 + K - 1) / K)));
+      EXPECT_EQ(pipe.last_run().batch, 5);
+    }
+  }
+  ModelPipeline keeping(PipelineOptions().keep_state(true));
+  keeping.append(Recorder(), torch::kCPU);
+  EXPECT_THROW(keeping.constant_forward_batches(xs, 2), Error);
+  EXPECT_THROW(make_pipeline(layers, 1, 1).constant_forward_batches(xs, 2, true, {idx[0]}), Error);
+}
+
 TEST(Pipeline, KeepStateContinuesTheSimulation) {
   const auto layers = make_layers({12, 20, 10}, 5);
   const torch::Tensor x = torch::rand({3, 12});

@@ -143,9 +143,12 @@ class NeuronLayer : public Temporal {
   /// spike_dtype, or bool where set_bool_spikes_without_grad says so.
   std::optional<torch::ScalarType> spike_dtype_for(std::optional<torch::ScalarType> spike_dtype) const;
   torch::Tensor counted(torch::Tensor spikes) {
-    if (count_spikes_ && spiking()) spikes_counted_ += spikes.detach().sum().item<double>();
+    if (count_spikes_ && spiking()) spikes_counted_ += spike_total(spikes);
     return spikes;
   }
+  /// The spikes in a block: bool spikes on the CPU are counted as bytes in
+  /// place (a sum() would first convert them all to int64).
+  static double spike_total(const torch::Tensor& spikes);
   /// Hands a block to the observer: a non-spiking layer's output is its
   /// potential, so the observer sees no spikes from it.
   void observe(const torch::Tensor& out, const torch::Tensor& v);

@@ -102,6 +102,17 @@ class ModelPipeline {
   torch::Tensor constant_forward(const torch::Tensor& x, int64_t T, bool reduce = true,
                                  const torch::Tensor& sample_index = {});
 
+  /// constant_forward on each of several batches, in one pass through the
+  /// stages: a stage starts the next batch while the later stages finish
+  /// this one, so the pipeline fills and drains once per call rather than
+  /// once per batch. Every batch starts from reset state (keep_state must
+  /// be off); the results, one per batch, equal constant_forward's on each
+  /// in turn. sample_indices: empty, or one [B_b] tensor per batch. A part
+  /// without a results link returns an empty vector.
+  std::vector<torch::Tensor> constant_forward_batches(const std::vector<torch::Tensor>& xs, int64_t T,
+                                                      bool reduce = true,
+                                                      const std::vector<torch::Tensor>& sample_indices = {});
+
   /// Splits x along dim 0 into micro-batches of split_size (the last may be
   /// smaller) that flow through the stages GPipe-style; returns the outputs
   /// concatenated along dim 0, equal to running the stages in sequence on
@@ -143,6 +154,9 @@ class ModelPipeline {
   // Runs the jobs through all stages; returns the last stage's outputs.
   // time_blocks: every output must keep its input's first dimension (K).
   std::vector<torch::Tensor> run(const std::vector<Job>& jobs, bool time_blocks);
+  // Both constant forwards: the batches' blocks, batch after batch.
+  std::vector<torch::Tensor> run_constant(const std::vector<torch::Tensor>& xs, int64_t T, bool reduce,
+                                          const std::vector<torch::Tensor>& sample_indices, const char* caller);
 
   PipelineOptions options_;
   PipelineLinks links_;

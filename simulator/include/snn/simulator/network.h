@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "snn/encoders/encoders.h"
@@ -97,8 +98,23 @@ class SpikingNetwork {
   /// trainer sets it before each epoch.
   void set_training_epoch(int64_t epoch);
   /// A pipeline over config.devices with config.balance (built anew; the
-  /// modules are shared, so training through it updates this network).
+  /// modules are shared, so training through it updates this network);
+  /// only the part set_pipeline_part names, linked to the others.
   ModelPipeline make_pipeline() const;
+  /// Makes later make_pipeline() calls build only the stages [first, first
+  /// + count) of config.devices, joined to the processes that hold the
+  /// others by `links` (a pipeline over ranks: dist::pipeline_links). The
+  /// encoder is in stage 0. count 0: the whole pipeline again. Throws
+  /// snn::Error naming the numbers when the part is not within the stages.
+  void set_pipeline_part(int64_t first, int64_t count, PipelineLinks links);
+  /// Whether make_pipeline() builds a part whose results another process
+  /// receives (evaluate() then has no outputs to count on this one).
+  bool pipeline_part_returns_results() const { return !part_links_.downstream || part_links_.results; }
+  /// The stages make_pipeline() builds: [first, first + count) of config.devices.
+  std::pair<int64_t, int64_t> pipeline_part() const {
+    return part_count_ > 0 ? std::make_pair(part_first_, part_count_)
+                           : std::make_pair(int64_t{0}, static_cast<int64_t>(config_.devices.size()));
+  }
   /// Synapse+neuron layers per stage as make_pipeline() splits them:
   /// config.balance, or the even split when it is empty.
   std::vector<int64_t> stage_layers() const;
@@ -140,6 +156,8 @@ class SpikingNetwork {
   std::vector<torch::nn::AnyModule> neuron_modules_;
   std::vector<std::shared_ptr<NeuronLayer>> neurons_;
   std::vector<double> measured_seconds_;
+  int64_t part_first_ = 0, part_count_ = 0;  // set_pipeline_part; count 0: whole
+  PipelineLinks part_links_;
 };
 
 /// Splits items with the given costs, in order, into `groups` contiguous

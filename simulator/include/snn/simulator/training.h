@@ -208,6 +208,13 @@ struct SampleRange {
   int64_t end = -1;  ///< -1: up to the limit
 };
 
+/// Samples evaluate() hands a pipeline of several stages in one call (in
+/// whole batches, at least one) when it records nothing: its stages
+/// (threads, or ranks) then overlap across batches, filling and draining
+/// once per call rather than once per batch, for the memory of this many
+/// prepared inputs.
+constexpr int64_t kSamplesPerPipelineCall = 4096;
+
 /// Simulates every sample of data (or the first `limit`) for T steps through
 /// the network's pipeline, in batches of batch_size. Predictions take the
 /// class with the most output spikes; ties go to the lowest class index (so
@@ -218,7 +225,8 @@ struct SampleRange {
 /// per layer and its prediction after every step, so that a resumed
 /// recording's totals cover every sample. `progress(done, total)`, when
 /// given, is called once before the first batch (done = the samples a
-/// resumed recording already holds) and after every batch. With `range`,
+/// resumed recording already holds) and after every batch (every
+/// pipeline call, kSamplesPerPipelineCall, without a recording). With `range`,
 /// only those samples are simulated (and recorded), and the result is theirs.
 EvalResult evaluate(SpikingNetwork& network, const LabeledImages& data, int64_t batch_size, int64_t limit = -1,
                     const RecordRequest* record = nullptr,
