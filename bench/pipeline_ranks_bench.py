@@ -23,19 +23,12 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 
+from dist_bench import free_port  # bench/ beside this script
+
 SAMPLES_PER_CALL = 4096  # simulator/include/snn/simulator/training.h, kSamplesPerPipelineCall
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def launch(cmd, ranks, summary):

@@ -14,9 +14,8 @@ tmp="$(mktemp -d)"
 pids=()
 trap 'kill -9 "${pids[@]}" 2>/dev/null; rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/dist_lib.sh"
 torchrun="$(dirname "$python")/torchrun"
-
-free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 "$snnsim" train --data-dir "$fixture" --layers 784-48-10 --T 4 --epochs 3 --seed 3 --v-threshold 0.5 --threads 1 \
   --checkpoint "$tmp/net.h5" >/dev/null 2>"$tmp/err" || { fail "train: $(cat "$tmp/err")"; finish; exit 1; }
@@ -74,22 +73,6 @@ if [[ -x "$torchrun" ]]; then
 else
   fail "no torchrun beside $python"
 fi
-
-# expect_all NAME WORLD CODE TEXT: every rank exited CODE with one stderr
-# line holding TEXT, and nothing on stdout.
-expect_all() {
-  local name="$1" world="$2" code="$3" want="$4" r
-  for ((r = 0; r < world; r++)); do
-    local rc err
-    rc="$(cat "$tmp/$name.$r.rc")"
-    err="$(cat "$tmp/$name.$r.err")"
-    if [[ $rc != "$code" ]]; then fail "$name: rank $r exit $rc, expected $code: $err"; continue; fi
-    if [[ $(wc -l <"$tmp/$name.$r.err") -ne 1 ]]; then fail "$name: rank $r stderr is not one line: $err"; continue; fi
-    if ! grep -q -- "$want" "$tmp/$name.$r.err"; then fail "$name: rank $r stderr lacks '$want': $err"; continue; fi
-    [[ -s "$tmp/$name.$r.out" ]] && { fail "$name: rank $r wrote to stdout: $(cat "$tmp/$name.$r.out")"; continue; }
-    ok
-  done
-}
 
 # Recording over ranks: each rank its part, rank 0 the file presenting them
 # as one (virtual datasets), whose every dataset equals a one-process

@@ -13,8 +13,7 @@ python="$(realpath -s "$3")"  # -s: a venv's python is a link that must stay one
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-
-free_port() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+source "$(dirname "${BASH_SOURCE[0]}")/dist_lib.sh"
 
 # compare A B TOLERANCE: every float dataset of checkpoint B equals A's
 # (TOLERANCE 0) or lies within TOLERANCE of it.
