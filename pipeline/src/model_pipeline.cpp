@@ -155,8 +155,6 @@ std::vector<torch::Tensor> ModelPipeline::run(const std::vector<Job>& jobs, bool
   for (const Job& job : jobs) {
     if (time_blocks) info.largest_block = std::max(info.largest_block, job.input.size(0));
     if (!time_blocks) info.batch += job.input.size(0);  // micro-batches add up to the batch
-  }
-  for (const Job& job : jobs) {
     if (time_blocks) info.batch = std::max(info.batch, job.input.size(1));  // the largest of the batches
   }
 
