@@ -16,6 +16,7 @@
 #include <mutex>
 #include <thread>
 
+#include "snn/core/detail/json_difference.h"
 #include "snn/core/error.h"
 
 namespace snn::dist {
@@ -66,23 +67,14 @@ void default_peer_failure(const std::string& message, int code) {
 
 // "steps: 8 on rank 0, 4 on rank 1": the first JSON value that differs.
 std::string first_difference(const std::string& a_text, const std::string& b_text, int64_t b_rank) {
-  nlohmann::json a, b;
+  detail::JsonDifference d;
   try {
-    a = nlohmann::json::parse(a_text);
-    b = nlohmann::json::parse(b_text);
+    d = detail::first_json_difference(a_text, b_text);
   } catch (const std::exception&) {
     return fmt::format("the settings on rank 0 and on rank {} differ", b_rank);
   }
-  const nlohmann::json patch = nlohmann::json::diff(a, b);
-  if (patch.empty() || !patch[0].contains("path")) return fmt::format("the settings of rank {} differ", b_rank);
-  const std::string where = patch[0]["path"].get<std::string>();
-  const nlohmann::json::json_pointer p(where);
-  std::string key = where.empty() ? "settings" : where.substr(1);
-  std::replace(key.begin(), key.end(), '/', '.');
-  const auto shown = [&](const nlohmann::json& j) {
-    return !j.contains(p) || j.at(p).is_null() ? std::string("not set") : j.at(p).dump();
-  };
-  return fmt::format("{}: {} on rank 0, {} on rank {}", key, shown(a), shown(b), b_rank);
+  if (!d.found) return fmt::format("the settings of rank {} differ", b_rank);
+  return fmt::format("{}: {} on rank 0, {} on rank {}", d.key, d.first, d.second, b_rank);
 }
 
 int64_t env_whole(const char* name, const char* text) {

@@ -19,6 +19,7 @@
 #include <optional>
 #include <thread>
 
+#include "snn/core/detail/json_difference.h"
 #include "snn/core/error.h"
 #include "snn/core/frozen_weights.h"
 #include "snn/pipeline/bounded_queue.h"
@@ -302,15 +303,9 @@ int64_t batch_bytes(const recording::SampleBatch& b) {
 // tick), which may change when a recording is resumed.
 // "neuron.tau: 2.0 then, 3.0 now": the first JSON value that differs.
 std::string first_difference(const std::string& then_text, const std::string& now_text) {
-  const nlohmann::json a = nlohmann::json::parse(then_text), b = nlohmann::json::parse(now_text);
-  const nlohmann::json patch = nlohmann::json::diff(a, b);
-  if (patch.empty() || !patch[0].contains("path")) return "the configs differ";
-  const std::string where = patch[0]["path"].get<std::string>();
-  const nlohmann::json::json_pointer p(where);
-  std::string key = where.substr(1);
-  std::replace(key.begin(), key.end(), '/', '.');
-  return key + ": " + (a.contains(p) ? a.at(p).dump() : "none") + " then, " + (b.contains(p) ? b.at(p).dump() : "none") +
-         " now";
+  const detail::JsonDifference d = detail::first_json_difference(then_text, now_text);
+  if (!d.found) return "the configs differ";
+  return d.key + ": " + d.first + " then, " + d.second + " now";
 }
 
 std::string network_json(NetworkConfig c) {

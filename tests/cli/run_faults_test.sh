@@ -28,6 +28,8 @@ train=(train --data-dir "$fixture" --layers 784-48-10 --T 4 --epochs 1 --v-thres
 "$snnsim" "${train[@]}" --checkpoint "$tmp/ck.h5" >"$tmp/t.out" 2>&1 || fail "train failed: $(cat "$tmp/t.out")"
 # The same network (config) with other weights:
 "$snnsim" "${train[@]}" --lr 5e-3 --checkpoint "$tmp/other.h5" >"$tmp/t.out" 2>&1 || fail "train failed: $(cat "$tmp/t.out")"
+# Another network (tau):
+"$snnsim" "${train[@]}" --tau 3 --checkpoint "$tmp/tau.h5" >"$tmp/t.out" 2>&1 || fail "train failed: $(cat "$tmp/t.out")"
 
 # interrupted OUT ARGS...: starts `snnsim run ARGS... --output OUT`, sends
 # SIGINT once the recording has committed a few batches, and checks that it
@@ -62,8 +64,8 @@ else
 fi
 
 # 2. A relative checkpoint path, resumed from another folder; then a
-#    replaced checkpoint (same layout, other weights) is refused and the
-#    file keeps its bytes, also once recovered.
+#    replaced checkpoint (same layout, other weights; or another network)
+#    is refused and the file keeps its bytes, also once recovered.
 mkdir -p "$tmp/a" "$tmp/b"
 cp "$tmp/ck.h5" "$tmp/a/ck.h5"
 pushd "$tmp/a" >/dev/null
@@ -84,6 +86,10 @@ if [[ $started -eq 0 ]]; then
   expect_error "resume a recovered file with a replaced checkpoint" "other weights" run --resume "$tmp/a/rel.h5"
   [[ -e "$tmp/a/rel.h5" && ! -e "$tmp/a/rel.h5.partial" && $(sha "$tmp/a/rel.h5") == "$before" ]] && ok ||
     fail "a refused resume of a recovered file renamed or changed it"
+  cp "$tmp/tau.h5" "$tmp/a/ck.h5"
+  expect_error "resume with another network's checkpoint" \
+    "was made with another network configuration (neuron.tau: 2.0 then, 3.0 now)" run --resume "$tmp/a/rel.h5"
+  [[ -e "$tmp/a/rel.h5" && $(sha "$tmp/a/rel.h5") == "$before" ]] && ok || fail "a refused resume changed the recording"
   # With the original checkpoint back, from another folder: it resumes.
   cp "$tmp/ck.h5" "$tmp/a/ck.h5"
   (cd "$tmp/b" && "$snnsim" run --resume "$tmp/rel-copy.h5" >"$tmp/r.out" 2>&1) && [[ -f "$tmp/rel-copy.h5" ]] && ok ||

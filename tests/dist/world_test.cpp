@@ -131,7 +131,9 @@ TEST(World, SendsAndReceivesBetweenTwoRanks) {
 
 // Stage r of a small pipeline: a Linear layer and, but for the last, a
 // threshold to bool spikes (the blocks between ranks are then bool, as a
-// spiking network's are).
+// spiking network's are). Its weights come from torch's global generator,
+// so it must be built before the rank threads start: built inside them, the
+// threads' draws interleave and the stages differ from the one-process ones.
 torch::nn::Sequential pipeline_stage(int64_t r, int64_t stages) {
   torch::manual_seed(r);
   const int64_t in = 6 + r, out = r + 1 < stages ? 7 + r : 3;
@@ -147,10 +149,12 @@ TEST(World, APipelineOverRanksEqualsOneProcess) {
     ModelPipeline whole(PipelineOptions().steps_per_tick(2));
     for (int64_t r = 0; r < ranks; ++r) whole.append(pipeline_stage(r, ranks), torch::kCPU);
     const torch::Tensor want = whole.constant_forward(x, 5, /*reduce=*/false);
+    std::vector<torch::nn::Sequential> stages;
+    for (int64_t r = 0; r < ranks; ++r) stages.push_back(pipeline_stage(r, ranks));
     std::vector<torch::Tensor> got(ranks);
     const auto errors = run_ranks(ranks, [&](World& w) {
       ModelPipeline part(PipelineOptions().steps_per_tick(2));
-      part.append(pipeline_stage(w.rank(), ranks), torch::kCPU);
+      part.append(stages[w.rank()], torch::kCPU);
       part.set_links(pipeline_links(w));
       for (int repeat = 0; repeat < 2; ++repeat) got[w.rank()] = part.constant_forward(x, 5, /*reduce=*/false);
     });
