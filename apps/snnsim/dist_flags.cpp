@@ -17,13 +17,15 @@ std::unique_ptr<dist::World> g_world;
 }
 
 void add_dist_flags(CLI::App* cmd, DistFlags& f, bool pipeline) {
-  if (pipeline) {
-    cmd->add_option("--parallel", f.parallel,
-                    "How the ranks share the run: data (each simulates its share of the samples) or pipeline "
-                    "(each holds a stage of the network, blocks of K steps pass from rank to rank)")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"data", "pipeline"}));
-  }
+  // Offered to train as well, so that `train --parallel pipeline` is refused
+  // with a line saying why rather than as an unknown option.
+  cmd->add_option("--parallel", f.parallel,
+                  pipeline ? "How the ranks share the run: data (each simulates its share of the samples) or "
+                             "pipeline (each holds a stage of the network, blocks of K steps pass from rank to rank)"
+                           : "How the ranks share the training: data (each computes its share of every batch's "
+                             "gradients; the only way so far)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"data", "pipeline"}));
   cmd->add_option("--world-size", f.world_size,
                   "Processes (ranks) in a run over several processes (default: torchrun's WORLD_SIZE, else 1)")
       ->check(whole_number(1));

@@ -21,8 +21,9 @@ struct DistFlags {
   std::string parallel = "data";  // data: each rank its samples; pipeline: each rank a stage
 };
 
-/// Adds --rank, --world-size, --master and --dist-timeout; with
-/// `pipeline` (run), also --parallel.
+/// Adds --parallel, --rank, --world-size, --master and --dist-timeout;
+/// `pipeline`: the command can run as a pipeline over ranks (run), else
+/// only data parallel (train), and --parallel's help says so.
 void add_dist_flags(CLI::App* cmd, DistFlags& flags, bool pipeline = false);
 
 /// The run this process belongs to: the flags (--world-size given), else

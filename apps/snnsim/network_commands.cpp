@@ -93,20 +93,25 @@ void add_sim_flags(CLI::App* cmd, SimFlags& f) {
   cmd->add_option("--batch-size", f.batch_size, "Samples per batch")->capture_default_str()->check(whole_number(1));
 }
 
-// --balance auto: measures the layers on the first batch of `images` and sets
-// the network's balance; says what it chose.
-void auto_balance(const SimFlags& f, SpikingNetwork& net, const torch::Tensor& images) {
-  if (f.balance != "auto") return;
-  const int64_t stages = static_cast<int64_t>(net.config().devices.size());
+// --balance auto's cut of the network into `stages`: each layer timed on
+// the first batch of `images`; says what it chose.
+std::vector<int64_t> measured_balance(const SimFlags& f, SpikingNetwork& net, const torch::Tensor& images,
+                                      int64_t stages) {
   const std::vector<int64_t> b =
       net.measure_balance(images.narrow(0, 0, std::min<int64_t>(f.batch_size, images.size(0))), stages);
-  net.set_balance(b);
   std::string layers, ms;
   for (size_t i = 0; i < b.size(); ++i) layers += (i ? "," : "") + std::to_string(b[i]);
   for (size_t i = 0; i < net.measured_layer_seconds().size(); ++i) {
     ms += fmt::format("{}{:.2f}", i ? ", " : "", 1e3 * net.measured_layer_seconds()[i]);
   }
   std::cout << "balance auto: " << layers << " layers per stage (measured ms per layer: " << ms << ")\n";
+  return b;
+}
+
+// --balance auto: sets the network's balance to the measured cut.
+void auto_balance(const SimFlags& f, SpikingNetwork& net, const torch::Tensor& images) {
+  if (f.balance != "auto") return;
+  net.set_balance(measured_balance(f, net, images, static_cast<int64_t>(net.config().devices.size())));
 }
 
 Placement placement_of(const SimFlags& f) {
@@ -152,7 +157,7 @@ struct TrainFlags {
 // checkpoint says.
 const std::vector<std::string> kTrainResumeFlags = {
     "--resume",     "--epochs",     "--checkpoint", "--overwrite", "--devices", "--balance",     "--threads",
-    "--steps-per-tick", "--data-dir", "--world-size", "--rank",     "--master",  "--dist-timeout"};
+    "--steps-per-tick", "--data-dir", "--world-size", "--rank",     "--master",  "--dist-timeout", "--parallel"};
 
 // The labels in order, as a fingerprint of the data the ranks compare:
 // sum of (i + 1) * label.
@@ -188,6 +193,11 @@ std::string train_settings(const SpikingNetwork& net, const TrainOptions& o, int
 }
 
 void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
+  if (f.dist.parallel == "pipeline") {
+    throw Error("--parallel pipeline: training through a pipeline over ranks is not supported yet; train with "
+                "--parallel data (the default), whose checkpoint equals one process's, or with --devices on "
+                "one process");
+  }
   if (!f.resume.empty()) {
     for (const auto& name : given) {
       if (std::find(kTrainResumeFlags.begin(), kTrainResumeFlags.end(), name) == kTrainResumeFlags.end()) {
@@ -437,9 +447,10 @@ std::string run_settings(const RunOptions& o, const SpikingNetwork& net, const L
 
 // --parallel pipeline: the network's stages are the ranks, rank r holding
 // stage r, joined by the ranks' pipeline links. --devices names one device
-// per rank (or one for all), --balance the layers per rank; K defaults to 1
-// (K = T would leave nothing to overlap within a batch).
-void place_over_ranks(SpikingNetwork& net, const SimFlags& f, dist::World& world) {
+// per rank (or one for all), --balance the layers per rank (auto: as rank 0
+// measures them); K defaults to 1 (K = T would leave nothing to overlap
+// within a batch).
+void place_over_ranks(SpikingNetwork& net, const SimFlags& f, dist::World& world, const torch::Tensor& images) {
   const int64_t n = world.size();
   Placement p = placement_of(f);
   if (p.devices.size() == 1) p.devices.assign(static_cast<size_t>(n), p.devices.front());
@@ -449,6 +460,15 @@ void place_over_ranks(SpikingNetwork& net, const SimFlags& f, dist::World& world
   }
   if (p.steps_per_tick == 0) p.steps_per_tick = 1;
   try {
+    if (f.balance == "auto") {
+      // Rank 0 times the layers and every rank takes its cut: each rank
+      // timing its own would choose differently (and the settings check
+      // would then refuse the run).
+      std::vector<int64_t> mine;
+      if (world.rank() == 0) mine = measured_balance(f, net, images, n);
+      const torch::Tensor cut = world.all_gather_rows(torch::tensor(mine, torch::kLong));
+      p.balance.assign(cut.data_ptr<int64_t>(), cut.data_ptr<int64_t>() + cut.numel());
+    }
     p.apply(net);
   } catch (const Error& e) {
     throw Error(fmt::format("a pipeline over {} ranks, one stage each: {}", n, e.what()));
@@ -466,10 +486,6 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
       throw Error(std::string(resuming ? "--resume" : "--output") +
                   ": recording a pipeline over ranks is not supported yet; record with --parallel data (the "
                   "default), whose merged recording equals one process's");
-    }
-    if (f.sim.balance == "auto") {
-      throw Error("--balance auto: not in a pipeline over ranks (each would time its own layers and choose "
-                  "differently); give the layers per rank, e.g. --balance 2,1");
     }
   }
   // Joined first, so that a rank failing to load its files tells the others
@@ -515,7 +531,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   const LabeledImages& split = o.split == "train" ? data.train : data.test;
   net.prepare_input(split.images.narrow(0, 0, 1));
   if (pipeline) {
-    place_over_ranks(net, f.sim, *world);
+    place_over_ranks(net, f.sim, *world, split.images);
   } else {
     auto_balance(f.sim, net, split.images);
   }

@@ -95,8 +95,15 @@ ranks cut 2 --balance 1,1,1
 expect_all cut 2 2 "a pipeline over 2 ranks, one stage each: balance has 3 entries but there are 2 devices"
 ranks dev 2 --devices cpu,cpu,cpu
 expect_all dev 2 2 "devices: a pipeline over 2 ranks takes one device per rank, or one for all; got cpu,cpu,cpu"
-ranks auto 2 --balance auto
-expect_all auto 2 2 "balance auto: not in a pipeline over ranks"
+# --balance auto: rank 0 times the layers, every rank takes its cut.
+ranks auto 2 --balance auto --summary "$tmp/auto.json"
+if all_ok auto 2 && same_results "balance auto" "$tmp/auto.json" >/dev/null; then
+  cut="$(sed -n 's/^balance auto: \([0-9]*,[0-9]*\) layers per stage (measured ms per layer: .*)$/\1/p' "$tmp/auto.0.out")"
+  [[ -n $cut ]] && grep -q "^pipeline: 2 ranks, a stage each (layers $cut on cpu)" "$tmp/auto.0.out" && ok ||
+    fail "balance auto: rank 0 does not say the cut it chose and ran: $(cat "$tmp/auto.0.out")"
+fi
+ranks automany 4 --balance auto
+expect_all automany 4 2 "a pipeline over 4 ranks, one stage each: cannot split 3 layers into 4 non-empty stages"
 ranks rec 2 --output "$tmp/rec.h5"
 expect_all rec 2 2 "recording a pipeline over ranks is not supported yet"
 [[ ! -e "$tmp/rec.h5" ]] && ok || fail "a refused recording left $tmp/rec.h5"
@@ -104,6 +111,9 @@ expect_error "a pipeline needs ranks" "--parallel pipeline needs a run over seve
   "${run[@]}" --parallel pipeline
 expect_error "--parallel" "parallel: expected data or pipeline, got .pipe." \
   "${run[@]}" --parallel pipe
+expect_error "train through a pipeline" "--parallel pipeline: training through a pipeline over ranks is not supported yet" \
+  train --data-dir "$fixture" --layers 784-16-10 --T 2 --epochs 1 --checkpoint "$tmp/never.h5" --parallel pipeline
+[[ ! -e "$tmp/never.h5" ]] && ok || fail "a refused training wrote $tmp/never.h5"
 
 # Ranks whose cut or K differ: every rank names the first difference.
 port="$(free_port)"
