@@ -9,6 +9,7 @@
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
 #include "snn/recording/detail/open_read_only.h"
+#include "snn/recording/detail/progress.h"
 #include "snn/recording/detail/schema_check.h"
 #include "snn/recording/schema.h"
 
@@ -20,7 +21,6 @@ using hdf5::check;
 using hdf5::Handle;
 namespace sc = schema;
 
-constexpr const char* kFirstSample = "first_sample";  // RecordingLayout::first_sample in /meta
 
 std::string folder_of(const std::string& path) {
   const auto slash = path.rfind('/');
@@ -29,12 +29,6 @@ std::string folder_of(const std::string& path) {
 std::string name_of(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-int64_t first_sample_of(hid_t file, const std::string& where) {
-  Handle g(H5Gopen2(file, sc::meta.path, H5P_DEFAULT), H5Gclose);
-  if (!g.ok() || H5Aexists(g.get(), kFirstSample) <= 0) return 0;
-  return hdf5::read_int_attribute(g.get(), kFirstSample, where);
 }
 
 // Every attribute of `from` onto `to` (type, shape and bytes as they are).
@@ -186,7 +180,7 @@ void write_merged_recording(const std::string& path, const std::vector<std::stri
     if (p.c.status != "complete") {
       throw Error("part " + where + " is " + p.c.status + ", not complete: finish it (snnsim run --resume) first");
     }
-    p.first = first_sample_of(f.get(), where);
+    p.first = detail::first_sample_of(f.get(), where);
     if (!parts.empty()) {
       const Part& prev = parts.back();
       if (p.first != prev.first + prev.c.samples) {
@@ -223,12 +217,9 @@ void write_merged_recording(const std::string& path, const std::vector<std::stri
     const uint64_t committed = static_cast<uint64_t>(total);
     write_scalar_dataset(o, sc::samples_committed.path, H5T_NATIVE_UINT64, &committed);
     {
-      std::string status = "complete";
-      status.resize(sc::kStatusLength, '\0');
-      Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
-      H5Tset_size(t.get(), sc::kStatusLength);
-      H5Tset_strpad(t.get(), H5T_STR_NULLTERM);
-      write_scalar_dataset(o, sc::status.path, t.get(), status.data());
+      Handle status(H5Dopen2(o, sc::status.path, H5P_DEFAULT), H5Dclose);
+      if (!status.ok()) throw Error(std::string("recording: no /") + sc::status.path);
+      detail::write_status(status.get(), "complete");
     }
     {
       Handle meta(H5Gopen2(o, sc::meta.path, H5P_DEFAULT), H5Gclose);

@@ -11,6 +11,7 @@
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
 #include "snn/recording/detail/open_read_only.h"
+#include "snn/recording/detail/progress.h"
 #include "snn/recording/detail/schema_check.h"
 #include "snn/recording/schema.h"
 
@@ -20,20 +21,14 @@ namespace {
 using hdf5::check;
 using hdf5::Handle;
 using hdf5::open_dataset;
+using detail::first_sample_of;
 using detail::open_read_only;
+using detail::write_status;
 namespace sc = schema;
 
 constexpr hsize_t kSpikeChunk = 65536;  // elements per chunk of the spike datasets
 constexpr hsize_t kRowChunk = 1024;     // rows per chunk of the per-sample datasets
 constexpr unsigned kDeflate = 1;  // level 1: most of the gain after shuffle, at a fraction of level 4's time
-
-// /meta's first_sample (RecordingLayout::first_sample), absent when 0.
-constexpr const char* kFirstSample = "first_sample";
-int64_t first_sample_of(hid_t file, const std::string& where) {
-  Handle g(H5Gopen2(file, sc::meta.path, H5P_DEFAULT), H5Gclose);
-  if (!g.ok() || H5Aexists(g.get(), kFirstSample) <= 0) return 0;
-  return hdf5::read_int_attribute(g.get(), kFirstSample, where);
-}
 
 bool exists(const std::string& path) {
   struct stat st {};
@@ -134,24 +129,10 @@ void write_sorting_by_time(hid_t group) {
   check(H5Awrite(attr.get(), type.get(), &by_time), "recording: cannot write the sorting attribute");
 }
 
-// The status: a fixed-length string dataset, so that it can change under SWMR.
-Handle string_type(size_t n) {
-  Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(t.get(), n);
-  H5Tset_strpad(t.get(), H5T_STR_NULLTERM);
-  return t;
-}
-
 void write_scalar(hid_t ds, hid_t mem_type, const void* value, const std::string& what) {
   check(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, value), "recording: cannot write " + what);
 }
 
-void write_status(hid_t ds, const std::string& status) {
-  std::string out = status.substr(0, sc::kStatusLength);
-  out.resize(sc::kStatusLength, '\0');
-  Handle st = string_type(sc::kStatusLength);
-  write_scalar(ds, st.get(), out.data(), "the status");
-}
 
 // Throws unless ids are ascending, distinct and within the population.
 void check_ids(const std::string& name, const std::vector<int64_t>& ids, int64_t size) {
@@ -375,6 +356,25 @@ bool in_file_order(const int64_t* sample, const int64_t* step, const int64_t* no
 
 namespace detail {
 
+int64_t first_sample_of(hid_t file, const std::string& where) {
+  Handle g(H5Gopen2(file, sc::meta.path, H5P_DEFAULT), H5Gclose);
+  if (!g.ok() || H5Aexists(g.get(), kFirstSampleAttribute) <= 0) return 0;
+  return hdf5::read_int_attribute(g.get(), kFirstSampleAttribute, where);
+}
+
+Handle status_type() {
+  Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
+  H5Tset_size(t.get(), sc::kStatusLength);
+  H5Tset_strpad(t.get(), H5T_STR_NULLTERM);
+  return t;
+}
+
+void write_status(hid_t ds, const std::string& status) {
+  std::string out = status.substr(0, sc::kStatusLength);
+  out.resize(sc::kStatusLength, '\0');
+  check(H5Dwrite(ds, status_type().get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()), "recording: cannot write the status");
+}
+
 // Nothing a check needs changes the file.
 Handle open_read_only(const std::string& file) {
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
@@ -459,7 +459,7 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
     for (const auto& [k, v] : meta) hdf5::write_string_attribute(g.get(), k.c_str(), v);
     hdf5::write_int_attribute(g.get(), sc::attr_steps_per_sample.name, L.steps);
     hdf5::write_double_attribute(g.get(), sc::attr_dt_ms.name, L.dt_ms);
-    if (L.first_sample > 0) hdf5::write_int_attribute(g.get(), kFirstSample, L.first_sample);
+    if (L.first_sample > 0) hdf5::write_int_attribute(g.get(), detail::kFirstSampleAttribute, L.first_sample);
     Handle scalar(H5Screate(H5S_SCALAR), H5Sclose);
     s_->counter = Handle(H5Dcreate2(f, sc::samples_committed.path, sc::file_type(sc::samples_committed.type),
                                     scalar.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
@@ -467,7 +467,7 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
     if (!s_->counter.ok()) throw Error("recording: cannot create /" + std::string(sc::samples_committed.path));
     const uint64_t zero = 0;
     write_scalar(s_->counter.get(), H5T_NATIVE_UINT64, &zero, "samples_committed");
-    Handle st = string_type(sc::status.length);
+    Handle st = detail::status_type();
     s_->status = Handle(H5Dcreate2(f, sc::status.path, st.get(), scalar.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                         H5Dclose);
     if (!s_->status.ok()) throw Error("recording: cannot create /" + std::string(sc::status.path));

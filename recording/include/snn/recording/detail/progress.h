@@ -1,0 +1,28 @@
+#pragma once
+// A recording's marks of where it stands, shared by the writer and the
+// merged file over a run's parts: the first sample of a part (/meta's
+// first_sample attribute) and the status dataset. Include only from targets
+// that link HDF5.
+
+#include <cstdint>
+#include <string>
+
+#include "snn/core/detail/hdf5.h"
+
+namespace snn::recording::detail {
+
+/// /meta's attribute with RecordingLayout::first_sample (absent when 0).
+inline constexpr const char* kFirstSampleAttribute = "first_sample";
+
+/// The first sample of the recording open as `file`: 0 where /meta has no
+/// first_sample. `where` names the file in errors.
+int64_t first_sample_of(hid_t file, const std::string& where);
+
+/// Writes `status` ("running", "complete", ...) to the status dataset `ds`,
+/// a fixed-length string so that it can change under SWMR.
+void write_status(hid_t ds, const std::string& status);
+
+/// The status dataset's string type (schema::status.length bytes).
+hdf5::Handle status_type();
+
+}  // namespace snn::recording::detail
