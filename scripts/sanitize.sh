@@ -5,8 +5,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 bash scripts/setup.sh
+start=$SECONDS
 bash scripts/build.sh build-asan -DSNN_SANITIZE=ON -DSNN_WITH_CUDA=OFF -DSNN_BUILD_BENCH=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSNN_DOC_TESTS=OFF
+echo "   (build: $((SECONDS - start)) s)"
 # LibTorch itself is not instrumented: its allocations at exit are not ours
 # to report, and its operator new/delete pairs cross the boundary.
 export ASAN_OPTIONS="detect_leaks=0:alloc_dealloc_mismatch=0:abort_on_error=0:${ASAN_OPTIONS:-}"

@@ -15,18 +15,28 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 jobs="${SNN_TEST_JOBS:-$(nproc)}"
 
+# Each stage says how long it took: CI has a hard time limit, and a log that
+# ends in a timeout should still tell which stage grew.
+stage_start=$SECONDS
+took() { echo "   ($1: $((SECONDS - stage_start)) s)"; stage_start=$SECONDS; }
+
 bash scripts/setup.sh
+took setup
 
 echo "== CUDA off build (build-nocuda)"
 bash scripts/build.sh build-nocuda -DSNN_WITH_CUDA=OFF -DSNN_BUILD_BENCH=OFF -DSNN_DOC_TESTS=OFF
+took build
 bash scripts/ctest-quiet.sh build-nocuda -LE consumer
+took tests
 
 if [[ "${SNN_SKIP_SANITIZE:-0}" != 1 ]]; then
   echo "== sanitizer build (build-asan: ASan + UBSan)"
   bash scripts/sanitize.sh
+  took tests
 fi
 
 echo "== default build (build)"
 bash scripts/build.sh build
+took build
 cd build
 ctest -j"$jobs" --output-on-failure --timeout 600

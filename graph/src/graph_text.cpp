@@ -68,7 +68,7 @@ std::set<std::string> keys_of(NodeKind kind) {
   }
 }
 
-struct Reader {
+struct JsonReader {
   const json& j;
   const std::string& where;
   std::string node;
@@ -117,7 +117,7 @@ struct Reader {
 // A neuron node's keys: SpikingJelly's scalar form for LIF, IF and PLIF, the
 // general form (graph.h, Node::arrays) for the other kinds and for a LIF or
 // IF given r, v_leak or a per-neuron list.
-void read_neuron(const Reader& r, Node& n) {
+void read_neuron(const JsonReader& r, Node& n) {
   const json& j = r.j;
   NeuronParams& p = n.neuron;
   p.surrogate = Surrogate::atan();  // snnsim train's default, so that a graph and --layers agree
@@ -175,7 +175,7 @@ void read_neuron(const Reader& r, Node& n) {
 
 Node read_node(const json& j, const std::string& where, size_t index) {
   if (!j.is_object()) throw Error(where + ": node " + std::to_string(index + 1) + " is not a table/object");
-  Reader r{j, where, ""};
+  JsonReader r{j, where, ""};
   if (!j.contains("name")) r.fail("node " + std::to_string(index + 1) + " has no 'name'");
   Node n;
   n.name = r.get<std::string>("name", "a string");

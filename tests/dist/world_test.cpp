@@ -1,15 +1,11 @@
-// snn::dist::World: ranks as threads of one process, each with its own
-// store connection and Gloo group on 127.0.0.1, as separate processes have.
+// snn::dist::World: ranks as threads of one process (support/ranks.h).
 
 #include "snn/dist/world.h"
 
 #include <torch/nn/modules/container/functional.h>
 #include <torch/nn/modules/linear.h>
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -24,63 +20,18 @@
 #include "snn/core/error.h"
 #include "snn/dist/pipeline_links.h"
 #include "snn/pipeline/model_pipeline.h"
+#include "support/ranks.h"
 #include "support/test_util.h"
 
 namespace snn::dist {
 namespace {
 
-// A TCP socket bound to 127.0.0.1 on a port the kernel chose; its port in `port`.
-int bound_socket(int& port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  port = ntohs(a.sin_port);
-  return fd;
-}
-
-// A port nobody listens on now.
-int free_port() {
-  int port = 0;
-  ::close(bound_socket(port));
-  return port;
-}
+using test::bound_socket;
+using test::free_port;
+using test::run_ranks;
 
 WorldOptions options(int64_t rank, int64_t size, int port, double timeout_s = 20) {
-  WorldOptions o;
-  o.rank = rank;
-  o.world_size = size;
-  o.master_port = port;
-  o.timeout_s = timeout_s;
-  return o;
-}
-
-// Runs body(world) on `size` ranks at once; what each threw ("" if nothing).
-std::vector<std::string> run_ranks(int64_t size, const std::function<void(World&)>& body, double timeout_s = 20,
-                                   std::vector<int64_t> ranks = {}) {
-  const int port = free_port();
-  if (ranks.empty()) {
-    for (int64_t r = 0; r < size; ++r) ranks.push_back(r);
-  }
-  std::vector<std::string> errors(ranks.size());
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    threads.emplace_back([&, i] {
-      try {
-        World world(options(ranks[i], size, port, timeout_s), [](const std::string&, int) {});
-        body(world);
-        world.finish();
-      } catch (const std::exception& e) {
-        errors[i] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
+  return test::world_options(rank, size, port, timeout_s);
 }
 
 TEST(World, GathersRowsOfEveryRankInRankOrder) {

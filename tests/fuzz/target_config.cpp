@@ -60,7 +60,7 @@ void parse(const std::string& path, const char* subcommand) {
   app.parse(4, argv);
 }
 
-void check(const std::string& path) {
+void check_config(const std::string& path) {
   // Each subcommand: a section is applied only when its subcommand runs.
   for (const char* sub : {"neuron", "train", "run"}) parse(path, sub);
 }
@@ -77,7 +77,7 @@ Target config_target() {
                           "[", "]", "{", "}", ",", ":", "#", "\n", "true", "false", "1e999", "-1",
                           "9223372036854775808", "nan", "inf", "\\", "\\u0000", "null", ".", "train.layers",
                           "{\"train\": {", "[1, [2]]", "\"\"", "{}", "[]", std::string(1, '\0'), "\xff"};
-  t.check = check;
+  t.check = check_config;
   return t;
 }
 

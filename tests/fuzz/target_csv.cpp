@@ -21,7 +21,7 @@ void check_matrix(const CsvMatrix& m, torch::ScalarType dtype) {
   if (!torch::isfinite(m.values).all().item<bool>()) throw Defect("CSV reader accepted a non-finite value");
 }
 
-void check(const std::string& path) {
+void check_csv(const std::string& path) {
   // Both precisions, whatever the first says: a float32 overflow ("1e39")
   // is rejected in one and not the other.
   std::exception_ptr rejected;
@@ -45,7 +45,7 @@ Target csv_target() {
   t.mutator.dictionary = {",",    "\n",   "\r\n", "\r",   " ",     "\t",       "nan",   "inf",     "-inf", "1e39",
                           "1e309", "-0",  "+",    "-",    "+-1",   "0x1p3",    "e",     ".",       "1.5",  "3.4028236e38",
                           "4.9e-324", "1e-46", "\"", "#",  "\xef\xbb\xbf", std::string(1, '\0'), ",,", "a,b"};
-  t.check = check;
+  t.check = check_csv;
   return t;
 }
 

@@ -16,7 +16,7 @@ std::string be32(uint64_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8), static_cast<char>(v)};
 }
 
-void prepare(const std::string& bytes, bool, Rng& rng, const std::string& path) {
+void prepare_idx(const std::string& bytes, bool, Rng& rng, const std::string& path) {
   // One input in three is compressed after mutation, so the gzip path reads
   // the same malformed headers and sizes (mutating compressed bytes mostly
   // tests zlib's checksum).
@@ -27,7 +27,7 @@ void prepare(const std::string& bytes, bool, Rng& rng, const std::string& path) 
   gzclose(f);
 }
 
-void check(const std::string& path) {
+void check_idx(const std::string& path) {
   const IdxArray a = read_idx(path);
   int64_t total = 1;
   for (int64_t s : a.shape) {
@@ -66,8 +66,8 @@ Target idx_target() {
   t.mutator.dictionary = {std::string("\0\0\x08\x01", 4), std::string("\0\0\x08\x03", 4), std::string("\0\0\x08\x00", 4),
                           std::string("\0\0\x08\xff", 4), std::string("\0\0\x0d\x03", 4), std::string("\x1f\x8b", 2),
                           std::string("\xff\xff\xff\xff", 4), std::string("\0\0\0\0", 4)};
-  t.prepare = prepare;
-  t.check = check;
+  t.prepare = prepare_idx;
+  t.check = check_idx;
   return t;
 }
 

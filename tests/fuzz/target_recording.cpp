@@ -202,7 +202,7 @@ void edit(hid_t file, Rng& rng) {
   H5Oclose(obj);
 }
 
-void prepare(const std::string& bytes, bool bytes_mutated, Rng& rng, const std::string& path) {
+void prepare_recording(const std::string& bytes, bool bytes_mutated, Rng& rng, const std::string& path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   write_file(path, bytes);
   // Edits go into intact files only: HDF5 1.10 cannot close a damaged file
@@ -240,7 +240,7 @@ void check_stats(const analysis::RecordingStats& r) {
 
 bool same(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
-void check(const std::string& path) {
+void check_recording(const std::string& path) {
   H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
   std::exception_ptr rejected;
   // The spikes of every population analysis found, or (when it rejected
@@ -292,8 +292,8 @@ Target recording_target() {
   t.mutator.dictionary = {"HDF", "TREE", "SNOD", "OHDR", "BTHD", "FRHP", "snnsim-recording"};
   t.mutate_bytes_one_in = 4;
   t.grow_pool = false;
-  t.prepare = prepare;
-  t.check = check;
+  t.prepare = prepare_recording;
+  t.check = check_recording;
   return t;
 }
 

@@ -1,0 +1,106 @@
+// Data-parallel training's two reductions on ranks as threads
+// (support/ranks.h): reduce_gradients(), the fallback for networks whose
+// parameters do not share one dtype, and ShardedAdam, which training uses
+// otherwise. The CLI tests (dist_train_test.sh) only ever reach ShardedAdam,
+// so here the two are held to each other: same gradients in, same weights
+// out, bit for bit.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <vector>
+
+#include "snn/simulator/distributed.h"
+#include "snn/simulator/fused_adam.h"
+#include "snn/simulator/network.h"
+#include "support/ranks.h"
+
+namespace snn {
+namespace {
+
+NetworkConfig rank_test_config() {
+  NetworkConfig c;
+  c.layers = {6, 5, 3};  // 53 parameters: the ranks' slices differ in length
+  c.seed = 11;
+  return c;
+}
+
+// Rank r's gradient of parameter k at step s: float values of every
+// magnitude, some exactly zero, different on every rank.
+torch::Tensor gradient(const torch::Tensor& p, int64_t r, int64_t k, int64_t s) {
+  const torch::Tensor i = torch::arange(p.numel(), torch::kDouble);
+  torch::Tensor g = torch::sin(i * static_cast<double>(r + 1) + static_cast<double>(3 * k + s)) *
+                    std::pow(10.0, static_cast<double>((r + s) % 4) - 3);
+  g.masked_fill_(i.fmod(5 + r).eq(0), 0.0);
+  return g.to(p.scalar_type()).reshape(p.sizes());
+}
+
+void set_gradients(const SpikingNetwork& net, int64_t rank, int64_t step) {
+  int64_t k = 0;
+  for (auto p : net.parameters()) p.mutable_grad() = gradient(p, rank, k++, step);
+}
+
+TEST(ReduceGradients, GivesEveryRankTheRankOrderSumRoundedOnceAndCountsAMissingGradientAsZero) {
+  constexpr int64_t kRanks = 3;
+  // Built here, not in the rank threads: torch's global generator is shared.
+  std::vector<std::unique_ptr<SpikingNetwork>> nets;
+  for (int64_t r = 0; r < kRanks; ++r) nets.push_back(std::make_unique<SpikingNetwork>(rank_test_config()));
+  // Ranks 0 and 1 hold gradients, rank 2 an empty share (no gradient at all).
+  set_gradients(*nets[0], 0, 0);
+  set_gradients(*nets[1], 1, 0);
+  const auto errors = test::run_ranks(kRanks, [&](dist::World& w) { reduce_gradients(w, *nets[w.rank()]); });
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  const auto params = nets[0]->parameters();
+  for (size_t k = 0; k < params.size(); ++k) {
+    const torch::Tensor p = params[k];
+    const torch::Tensor want = (gradient(p, 0, static_cast<int64_t>(k), 0).to(torch::kDouble) +
+                                gradient(p, 1, static_cast<int64_t>(k), 0).to(torch::kDouble))
+                                   .to(p.scalar_type());
+    for (int64_t r = 0; r < kRanks; ++r) {
+      const torch::Tensor got = nets[static_cast<size_t>(r)]->parameters()[k].grad();
+      ASSERT_TRUE(got.defined()) << "rank " << r << ", parameter " << k;
+      EXPECT_TRUE(torch::equal(got, want)) << "rank " << r << ", parameter " << k;
+    }
+  }
+}
+
+TEST(ShardedAdam, TakesTheStepsOfReduceGradientsAndAdamBitForBit) {
+  for (int64_t ranks : {2, 3}) {
+    std::vector<std::unique_ptr<SpikingNetwork>> sharded_nets, whole_nets;
+    for (int64_t r = 0; r < ranks; ++r) {
+      sharded_nets.push_back(std::make_unique<SpikingNetwork>(rank_test_config()));
+      whole_nets.push_back(std::make_unique<SpikingNetwork>(rank_test_config()));
+    }
+    ASSERT_TRUE(ShardedAdam::can_shard(*sharded_nets[0]));
+    const auto options = torch::optim::AdamOptions(0.01);
+    const auto errors = test::run_ranks(ranks, [&](dist::World& w) {
+      const SpikingNetwork& a = *sharded_nets[static_cast<size_t>(w.rank())];
+      const SpikingNetwork& b = *whole_nets[static_cast<size_t>(w.rank())];
+      ShardedAdam sharded(w, a, options, {});
+      torch::optim::Adam whole(b.parameters(), options);
+      for (int64_t step = 0; step < 3; ++step) {
+        set_gradients(a, w.rank(), step);
+        set_gradients(b, w.rank(), step);
+        sharded.step();
+        reduce_gradients(w, b);
+        fused_adam_step(whole);
+      }
+    });
+    for (const auto& e : errors) EXPECT_EQ(e, "");
+    for (int64_t r = 0; r < ranks; ++r) {
+      const auto a = sharded_nets[static_cast<size_t>(r)]->parameters();
+      const auto b = whole_nets[static_cast<size_t>(r)]->parameters();
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t k = 0; k < a.size(); ++k) {
+        EXPECT_TRUE(torch::equal(a[k], b[k]))
+            << ranks << " ranks, rank " << r << ", parameter " << k << ": max difference "
+            << (a[k] - b[k]).abs().max().item<double>();
+      }
+      // The steps moved the weights (the comparison is not of untouched copies).
+      EXPECT_FALSE(torch::equal(a[0], SpikingNetwork(rank_test_config()).parameters()[0]));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace snn
