@@ -23,7 +23,9 @@ if [[ ! -f "$build/build.ninja" || $# -gt 0 ]]; then
     exit 1
   fi
 fi
-if ! ninja -C "$build" ${SNN_BUILD_JOBS:+-j"$SNN_BUILD_JOBS"} >>"$log" 2>&1; then
+# One compile per core (ninja's default is two more): a unity batch under
+# ASan takes several GiB, and four at once could exhaust a 24 GiB machine.
+if ! ninja -C "$build" -j"${SNN_BUILD_JOBS:-$(nproc)}" >>"$log" 2>&1; then
   grep -E -A12 "FAILED|error" "$log" | head -80 >&2
   echo "build: build failed in $build (full log: $log)" >&2
   exit 1
