@@ -32,7 +32,7 @@ took tests
 if [[ "${SNN_SKIP_SANITIZE:-0}" != 1 ]]; then
   echo "== sanitizer build (build-asan: ASan + UBSan)"
   bash scripts/sanitize.sh
-  took tests
+  took "build and tests"
 fi
 
 echo "== default build (build)"

@@ -29,10 +29,7 @@ namespace {
 using test::bound_socket;
 using test::free_port;
 using test::run_ranks;
-
-WorldOptions options(int64_t rank, int64_t size, int port, double timeout_s = 20) {
-  return test::world_options(rank, size, port, timeout_s);
-}
+using test::world_options;
 
 TEST(World, GathersRowsOfEveryRankInRankOrder) {
   std::vector<torch::Tensor> got(3);
@@ -161,10 +158,10 @@ TEST(World, ARankThatNeverArrivesIsNamedAfterTheTimeout) {
 TEST(World, AnotherWorldSizeOrATakenRankIsRefused) {
   const int port = free_port();
   std::string first, second, twice;
-  std::thread a([&] { first = test::message_of([&] { World w(options(0, 2, port, 2.0)); }); });
+  std::thread a([&] { first = test::message_of([&] { World w(world_options(0, 2, port, 2.0)); }); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  std::thread b([&] { second = test::message_of([&] { World w(options(1, 3, port, 2.0)); }); });
-  std::thread c([&] { twice = test::message_of([&] { World w(options(0, 2, port, 2.0)); }); });
+  std::thread b([&] { second = test::message_of([&] { World w(world_options(1, 3, port, 2.0)); }); });
+  std::thread c([&] { twice = test::message_of([&] { World w(world_options(0, 2, port, 2.0)); }); });
   a.join();
   b.join();
   c.join();
@@ -182,7 +179,7 @@ TEST(World, APortInUseIsNamed) {
   int port = 0;
   const int fd = bound_socket(port);
   ASSERT_EQ(::listen(fd, 4), 0);
-  const std::string m = test::message_of([&] { World w(options(0, 2, port, 2.0)); });
+  const std::string m = test::message_of([&] { World w(world_options(0, 2, port, 2.0)); });
   ::close(fd);
   EXPECT_NE(m.find("rank 0 cannot host the run's store on 127.0.0.1:" + std::to_string(port) +
                    ": the port is in use"),
@@ -196,7 +193,7 @@ TEST(World, AReportedFailureReachesEveryOtherRank) {
   std::vector<std::thread> ranks;
   for (int64_t r = 0; r < 3; ++r) {
     ranks.emplace_back([&, r] {
-      World w(options(r, 3, port), [&, r](const std::string& m, int code) { heard[r].set_value({m, code}); });
+      World w(world_options(r, 3, port), [&, r](const std::string& m, int code) { heard[r].set_value({m, code}); });
       if (r == 1) {
         w.report_failure("the data file 'x.idx' is truncated", 2);
         return;
@@ -217,7 +214,7 @@ TEST(World, ACollectiveWithARankThatVanishedFailsAtOnce) {
   std::string message;
   double waited = 0;
   std::thread zero([&] {
-    World w(options(0, 2, port, 60), [](const std::string&, int) {});
+    World w(world_options(0, 2, port, 60), [](const std::string&, int) {});
     w.barrier();
     std::this_thread::sleep_for(std::chrono::milliseconds(500));  // rank 1 is gone by now
     const auto t0 = std::chrono::steady_clock::now();
@@ -225,7 +222,7 @@ TEST(World, ACollectiveWithARankThatVanishedFailsAtOnce) {
     waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   });
   std::thread one([&] {
-    World w(options(1, 2, port, 60), [](const std::string&, int) {});
+    World w(world_options(1, 2, port, 60), [](const std::string&, int) {});
     w.barrier();
   });  // leaves without finish() or a report: its sockets close, as a killed process's do
   one.join();
@@ -265,9 +262,9 @@ TEST(WorldOptions, MasterAndRanksAreChecked) {
             "--master: expected HOST:PORT (e.g. 127.0.0.1:29500), got 'node:99999'");
   EXPECT_EQ(test::message_of([&] { parse_master("node", o); }),
             "--master: expected HOST:PORT (e.g. 127.0.0.1:29500), got 'node'");
-  o = options(2, 2, 29500);
+  o = world_options(2, 2, 29500);
   EXPECT_EQ(test::message_of([&] { o.validate(); }), "rank 2 is outside the run's 2 ranks (0..1)");
-  o = options(0, 0, 29500);
+  o = world_options(0, 0, 29500);
   EXPECT_EQ(test::message_of([&] { o.validate(); }), "world size: expected >= 1 processes, got 0");
 }
 

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "snn/simulator/distributed.h"
