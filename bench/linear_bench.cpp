@@ -4,6 +4,9 @@
 // kernel, the automatic choice and LibTorch's BLAS GEMM (at::linear, the
 // naive loops' product) in the same run, and the automatic choice's time
 // over the faster of the two kernels (the target is <= 1.2 everywhere).
+// Then both kernels of a 784-1024 layer on each build of the CPU loops this
+// machine can run (baseline, AVX2, AVX-512; identical results), as ratios
+// to the default build in the same run.
 //
 //   linear_bench [--threads N] [--rows R] [--reps R]
 
@@ -17,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "snn/core/cpu_isa.h"
 #include "snn/core/frozen_weights.h"
 #include "snn/neurons/linear.h"
 #include "snn/simulator/torch_config.h"
@@ -111,5 +115,34 @@ int main(int argc, char** argv) {
     }
   }
   std::printf("\nworst auto / best: %.2f\n", worst);
+
+  std::printf("\n784-1024 per build of the CPU loops (default: %s); microseconds per row, and the time over the "
+              "default build's\n", snn::cpu_loops_name(snn::cpu_loops()));
+  std::printf("%-10s %9s %6s %9s %6s %9s %6s\n", "build", "event 2%", "", "event 10%", "", "dense 50%", "");
+  {
+    torch::manual_seed(0);
+    snn::Linear event(snn::LinearOptions(784, 1024).path(snn::LinearPath::kEvent));
+    snn::Linear dense(snn::LinearOptions(784, 1024).path(snn::LinearPath::kDense));
+    dense->weight.copy_(event->weight);
+    dense->bias.copy_(event->bias);
+    const torch::Tensor x2 = torch::rand({rows, 784}) < 0.02, x10 = torch::rand({rows, 784}) < 0.1;
+    const torch::Tensor x50 = (torch::rand({rows, 784}) < 0.5).to(torch::kFloat);
+    const std::vector<std::pair<snn::CpuIsa, snn::CpuLoops>> builds = {
+        {snn::CpuIsa::kAuto, snn::cpu_loops()},
+        {snn::CpuIsa::kBaseline, snn::CpuLoops::kBaseline},
+        {snn::CpuIsa::kAvx2, snn::CpuLoops::kAvx2}};
+    std::vector<double> first;
+    for (const auto& [isa, loops] : builds) {
+      snn::set_cpu_isa(isa);
+      if (snn::cpu_loops() != loops || (isa != snn::CpuIsa::kAuto && loops == builds[0].second)) continue;
+      const std::vector<double> t = seconds_best_of(
+          reps, {[&] { event->forward(x2); }, [&] { event->forward(x10); }, [&] { dense->forward(x50); }});
+      if (first.empty()) first = t;
+      std::printf("%-10s", snn::cpu_loops_name(loops));
+      for (size_t i = 0; i < t.size(); ++i) std::printf(" %9.3f %5.2fx", t[i] / rows * 1e6, t[i] / first[i]);
+      std::printf("\n");
+    }
+    snn::set_cpu_isa(snn::CpuIsa::kAuto);
+  }
   return 0;
 }

@@ -6,6 +6,9 @@
 //     a = b + s c), counting 13 bytes per neuron-step for a single step
 //     (x 4, spike 1, v read and written 8) and 4 + 1 + 8/T for multi-step
 //   - the Poisson encoder vs torch::rand + compare.
+//   - on the CPU, the multi-step LIF once per build of the CPU loops this
+//     machine can run (baseline, AVX2, AVX-512), each as a ratio to the
+//     default build's time.
 // Prints LibTorch's BLAS / oneDNN configuration and the thread count.
 // With --device cuda everything runs on the GPU, and the bandwidth reference
 // is the same triad as one LibTorch kernel on the device (torch::add_out).
@@ -23,8 +26,10 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "snn/core/cpu_isa.h"
 #include "snn/encoders/encoders.h"
 #include "snn/neurons/functional.h"
 #include "snn/simulator/torch_config.h"
@@ -154,6 +159,27 @@ int main(int argc, char** argv) {
   std::printf("%-38s %7.3f ns/neuron-step\n", "naive tensor-op LIF", t_naive / neuron_steps * 1e9);
   report("fused LIF single-step (bool spikes)", t_single, 13.0);
   report("fused LIF multi-step  (bool spikes)", t_multi, 4.0 + 1.0 + 8.0 / static_cast<double>(steps));
+  if (!device.is_cuda()) {
+    // The same pass on each build of the CPU loops (identical results).
+    const snn::CpuLoops best = snn::cpu_loops();
+    std::printf("CPU loops: %s by default\n", snn::cpu_loops_name(best));
+    const std::vector<std::pair<snn::CpuIsa, snn::CpuLoops>> builds = {
+        {snn::CpuIsa::kBaseline, snn::CpuLoops::kBaseline},
+        {snn::CpuIsa::kAvx2, snn::CpuLoops::kAvx2},
+        {snn::CpuIsa::kAuto, snn::CpuLoops::kAvx512}};
+    for (const auto& [isa, loops] : builds) {
+      snn::set_cpu_isa(isa);
+      if (snn::cpu_loops() != loops) continue;  // not on this CPU
+      const double t = seconds_best_of(reps, [&] {
+        snn::NeuronState state;
+        snn::functional::neuron_multistep(x_seq, state, lif, {}, nullptr, torch::kBool);
+      });
+      const std::string name = std::string("  multi-step, ") + snn::cpu_loops_name(loops) + " build";
+      std::printf("%-38s %7.3f ns/neuron-step  %6.2fx the default build's time\n", name.c_str(),
+                  t / neuron_steps * 1e9, t / t_multi);
+    }
+    snn::set_cpu_isa(snn::CpuIsa::kAuto);
+  }
 
   // Poisson encoder vs torch::rand + compare, T steps of an [N] input.
   const torch::Tensor p = torch::rand({1, n}, on);

@@ -13,6 +13,9 @@ snnTorch's Leaky is v = beta v + I with beta = 1 - 1/tau; SpikingJelly's LIF
 is v = v + (I - v) / tau, so snnTorch gets the weights divided by tau, and
 a zero reset (its reset acts one step later: rates differ slightly).
 
+Run it with .venv/bin/python (SpikingJelly 0.0.0.0.14 and snnTorch) and with
+.venv-peers/bin/python (SpikingJelly 2.0, no snnTorch).
+
 Usage: peer_bench.py SNNSIM [--threads N] [--batches 64,1] [--T 100] [--reps 3] [--checkpoint F]
 """
 import argparse
@@ -51,13 +54,19 @@ def best_of(reps, fn):
 
 
 def spikingjelly_run(weights, biases, x, T, tau):
+    import inspect
     from spikingjelly.activation_based import encoding, functional, layer, neuron
+    # 0.0.0.0.14 picks among backends; 2.0 has only the torch one and no
+    # such argument.
+    lif_args = dict(tau=tau, v_reset=0.0, step_mode="m")
+    if "backend" in inspect.signature(neuron.LIFNode.__init__).parameters:
+        lif_args["backend"] = "torch"
     mods = []
     for w, b in zip(weights, biases):
         fc = layer.Linear(w.shape[1], w.shape[0], step_mode="m")
         fc.weight.data.copy_(w)
         fc.bias.data.copy_(b)
-        mods += [fc, neuron.LIFNode(tau=tau, v_reset=0.0, step_mode="m", backend="torch")]
+        mods += [fc, neuron.LIFNode(**lif_args)]
     net = torch.nn.Sequential(*mods)
     enc = encoding.PoissonEncoder()
     rate = {}
@@ -104,6 +113,11 @@ def main():
     ap.add_argument("--checkpoint", default="")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    try:
+        from importlib.metadata import version
+        sj_version = version("spikingjelly")
+    except Exception:
+        sj_version = "(not installed)"
     print(f"peer_bench: threads {args.threads}, T {args.T}; torch {torch.__version__} "
           f"({'MKL' if torch.backends.mkl.is_available() else 'no MKL'}); {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as tmp:
@@ -124,14 +138,18 @@ def main():
             neuron_steps = res["neuron_steps_per_batch"]
             entries = [(f"snnsim ({best['name']})", best["seconds_per_batch"], res["layers_activity"][-1]["output_rate"]),
                        ("snnsim naive C++ loop", naive["seconds_per_batch"], res.get("naive_output_rate", float("nan")))]
-            for name, make in (("SpikingJelly (multi-step)", spikingjelly_run), ("snnTorch", snntorch_run)):
-                run, rate = make(weights, biases, x, args.T, res["tau"])
+            for name, make in ((f"SpikingJelly {sj_version} (multi-step)", spikingjelly_run), ("snnTorch", snntorch_run)):
+                try:
+                    run, rate = make(weights, biases, x, args.T, res["tau"])
+                except ImportError as e:  # a peer this environment lacks (.venv-peers has no snnTorch)
+                    print(f"peer_bench: skipping {name}: {e}")
+                    continue
                 entries.append((name, best_of(args.reps, run), rate["out"]))
             print(f"\nB = {B}, {'-'.join(map(str, res['layers']))} LIF, T = {args.T}, BLAS {res['blas']}, "
                   f"hidden firing {100 * res['layers_activity'][0]['output_rate']:.1f}%")
-            print(f"{'':28} {'ms/batch':>10} {'samples/s':>10} {'neuron-steps/s':>15} {'out firing':>10} {'snnsim is':>10}")
+            print(f"{'':34} {'ms/batch':>10} {'samples/s':>10} {'neuron-steps/s':>15} {'out firing':>10} {'snnsim is':>10}")
             for name, sec, out_rate in entries:
-                print(f"{name:28} {1e3 * sec:10.2f} {B / sec:10.1f} {neuron_steps / sec:15.3e} {100 * out_rate:9.1f}% "
+                print(f"{name:34} {1e3 * sec:10.2f} {B / sec:10.1f} {neuron_steps / sec:15.3e} {100 * out_rate:9.1f}% "
                       f"{sec / best['seconds_per_batch']:9.2f}x")
     return 0
 

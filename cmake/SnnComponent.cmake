@@ -22,16 +22,26 @@ function(snn_add_component name)
   target_link_libraries(${target} PRIVATE ${SNN_OPENMP_LIBRARY})
   if(ARG_ISA_SOURCES)
     # Hot CPU loops compiled once per instruction set, each into namespace
-    # SNN_ISA, for the caller to pick at run time (__builtin_cpu_supports):
-    # fast on AVX2 machines, still correct on any x86-64.
-    foreach(isa base avx2)
+    # SNN_ISA, for the caller to pick at run time (snn/core/cpu_isa.h):
+    # fast on AVX2 and AVX-512 machines, still correct on any x86-64.
+    # -ffp-contract=off: AVX-512F has FMA instructions, and GCC would fuse
+    # a * b + c into one rounding there but not in the other builds.
+    # 512-bit vectors are asked for: GCC's generic tuning prefers 256.
+    # These objects must define no inline function outside their SNN_ISA
+    # namespace (std::vector's members, say): the linker keeps one copy of
+    # each for the whole library, and an AVX-512 copy would then run on a
+    # CPU without it (tests/build/isa_symbols_test.sh checks).
+    foreach(isa base avx2 avx512)
       add_library(${target}_${isa} OBJECT ${ARG_ISA_SOURCES})
       target_include_directories(${target}_${isa} PRIVATE
         ${CMAKE_CURRENT_SOURCE_DIR}/include $<TARGET_PROPERTY:snn_core,INTERFACE_INCLUDE_DIRECTORIES>)
       target_compile_definitions(${target}_${isa} PRIVATE SNN_ISA=${isa})
       target_compile_options(${target}_${isa} PRIVATE -Wall -Wextra -fopenmp-simd -fno-trapping-math -fno-math-errno
-        $<$<STREQUAL:${isa},avx2>:-mavx2>)
+        -ffp-contract=off
+        $<$<STREQUAL:${isa},avx2>:-mavx2>
+        $<$<STREQUAL:${isa},avx512>:-mavx512f -mavx512bw -mavx512vl -mavx512dq -mprefer-vector-width=512>)
       target_sources(${target} PRIVATE $<TARGET_OBJECTS:${target}_${isa}>)
+      set_property(GLOBAL APPEND PROPERTY SNN_ISA_OBJECT_TARGETS ${target}_${isa})
     endforeach()
   endif()
   if(SNN_CUDA_ENABLED AND ARG_CUDA_SOURCES)

@@ -16,19 +16,19 @@ namespace avx2 {
 template <typename T, typename S>
 void poisson_range(const PoissonArgs<T, S>& a, int64_t b0, int64_t b1);
 }
+namespace avx512 {
+template <typename T, typename S>
+void poisson_range(const PoissonArgs<T, S>& a, int64_t b0, int64_t b1);
+}
 
 template <typename T, typename S>
 void poisson_cpu(const PoissonArgs<T, S>& a) {
-  const bool use_avx2 = cpu_loops_use_avx2();
+  const CpuLoops loops = cpu_loops();
   // Grain: about 16K element-steps per task.
   const int64_t per_sample = a.features * (a.steps > 0 ? a.steps : 1);
   const int64_t grain = per_sample > 0 ? (16384 + per_sample - 1) / per_sample : 1;
   at::parallel_for(0, a.batch, grain, [&](int64_t b0, int64_t b1) {
-    if (use_avx2) {
-      avx2::poisson_range(a, b0, b1);
-    } else {
-      base::poisson_range(a, b0, b1);
-    }
+    SNN_ISA_CALL(loops, snn::encoders::detail, poisson_range(a, b0, b1));
   });
 }
 

@@ -1,15 +1,14 @@
 // CPU loop of the Poisson encoder for a range of samples: one Philox call
-// gives the 4 uniforms of a group at one step (element layout: philox.h). Compiled twice,
-// for baseline x86-64 and for AVX2 (namespace SNN_ISA); poisson_cpu.cpp picks
-// one at run time. Integer Philox rounds and a float compare: results are
-// the same on both.
+// gives the 4 uniforms of a group at one step (element layout: philox.h).
+// Compiled for baseline x86-64, AVX2 and AVX-512 (namespace SNN_ISA; the
+// AVX-512 build runs the AVX2 rounds with its encodings);
+// poisson_cpu.cpp picks one at run time. Integer Philox rounds and a float
+// compare: results are the same on all.
 
-#include <algorithm>
 #include <cstddef>
-#include <utility>
-#include <vector>
 
 #include "kernels.h"
+#include "snn/core/detail/isa_scratch.h"
 #include "snn/encoders/detail/philox.h"
 
 #if defined(__AVX2__)
@@ -118,9 +117,11 @@ void poisson_range(const PoissonArgs<T, S>& a, int64_t b0, int64_t b1) {
     for (int64_t e = 0; e < kTile; ++e) live |= static_cast<int>(p[e] * scale > T(0));
     return live != 0;
   };
-  std::vector<int64_t> live_list(static_cast<std::size_t>(tiles));
-  std::vector<std::pair<int64_t, int64_t>> dead_runs;  // [first, last) tiles that cannot spike
-  int64_t n_live = 0;
+  // (Not std::vector: see isa_scratch.h.)
+  thread_local snn::detail::Scratch<int64_t> live_buffer, dead_buffer;
+  int64_t* const live_list = live_buffer.reserve(tiles);
+  int64_t* const dead_runs = dead_buffer.reserve(2 * tiles);  // [first, last) tiles that cannot spike, in pairs
+  int64_t n_live = 0, n_dead = 0;
   // The partial last tile, padded to a whole one (zero probabilities, never
   // written back): drawn like the others, its Philox words are the same.
   T p_pad[kTile] = {};
@@ -138,26 +139,30 @@ void poisson_range(const PoissonArgs<T, S>& a, int64_t b0, int64_t b1) {
       // the live tiles are found once per sample, not at every step.
       if (t == 0 || a.p_step_stride != 0) {
         n_live = 0;
-        dead_runs.clear();
+        n_dead = 0;
         for (int64_t k = 0; k < tiles; ++k) {
           if (tile_live(p + k * kTile)) {
             live_list[n_live++] = k;
-          } else if (!dead_runs.empty() && dead_runs.back().second == k) {
-            dead_runs.back().second = k + 1;
+          } else if (n_dead > 0 && dead_runs[2 * n_dead - 1] == k) {
+            dead_runs[2 * n_dead - 1] = k + 1;
           } else {
-            dead_runs.emplace_back(k, k + 1);
+            dead_runs[2 * n_dead] = k;
+            dead_runs[2 * n_dead + 1] = k + 1;
+            ++n_dead;
           }
         }
         for (int64_t e = 0; e < rest; ++e) p_pad[e] = p[tiles * kTile + e];
         pad_live = rest > 0 && tile_live(p_pad);
       }
-      for (const auto& [k0, k1] : dead_runs) std::fill(out + k0 * kTile, out + k1 * kTile, S(0));
+      for (int64_t d = 0; d < n_dead; ++d) {
+        for (int64_t e = dead_runs[2 * d] * kTile; e < dead_runs[2 * d + 1] * kTile; ++e) out[e] = S(0);
+      }
       // One SIMD lane per group: 8 Philox blocks per tile, several tiles at
       // once, then 4 contiguous rows per tile.
       int64_t i = 0;
-      for (; i + 4 <= n_live; i += 4) draw_tiles<4>(a, sample, step, live_list.data() + i, p, out);
-      for (; i + 2 <= n_live; i += 2) draw_tiles<2>(a, sample, step, live_list.data() + i, p, out);
-      for (; i < n_live; ++i) draw_tiles<1>(a, sample, step, live_list.data() + i, p, out);
+      for (; i + 4 <= n_live; i += 4) draw_tiles<4>(a, sample, step, live_list + i, p, out);
+      for (; i + 2 <= n_live; i += 2) draw_tiles<2>(a, sample, step, live_list + i, p, out);
+      for (; i < n_live; ++i) draw_tiles<1>(a, sample, step, live_list + i, p, out);
       if (rest > 0) {
         if (pad_live) {
           const int64_t k = tiles;

@@ -31,6 +31,7 @@ namespace neurons::detail {
   }
 SNN_DECLARE_LINEAR_ROWS(base)
 SNN_DECLARE_LINEAR_ROWS(avx2)
+SNN_DECLARE_LINEAR_ROWS(avx512)
 #undef SNN_DECLARE_LINEAR_ROWS
 #define SNN_DECLARE_LINEAR_GRAD(isa)                                                                         \
   namespace isa {                                                                                            \
@@ -42,6 +43,7 @@ SNN_DECLARE_LINEAR_ROWS(avx2)
   }
 SNN_DECLARE_LINEAR_GRAD(base)
 SNN_DECLARE_LINEAR_GRAD(avx2)
+SNN_DECLARE_LINEAR_GRAD(avx512)
 #undef SNN_DECLARE_LINEAR_GRAD
 }  // namespace neurons::detail
 
@@ -56,12 +58,11 @@ double density_of(const torch::Tensor& x_any) {
   // as the event-driven product of a narrow layer.
   const int64_t cols = x.dim() == 0 ? 1 : x.size(-1), rows = x.numel() / cols;
   const int64_t stride = std::max<int64_t>(1, rows / std::max<int64_t>(1, 16384 / cols));
-  const bool use_avx2 = cpu_loops_use_avx2();
+  const CpuLoops loops = cpu_loops();
   int64_t nonzero = 0, seen = 0;
   auto count_rows = [&](const auto* p) {
     for (int64_t r = 0; r < rows; r += stride, seen += cols) {
-      nonzero += use_avx2 ? neurons::detail::avx2::count_nonzero(p + r * cols, cols)
-                          : neurons::detail::base::count_nonzero(p + r * cols, cols);
+      nonzero += SNN_ISA_CALL(loops, neurons::detail, count_nonzero(p + r * cols, cols));
     }
   };
   if (x.scalar_type() == torch::kBool) {
@@ -76,9 +77,13 @@ LinearPath choose_path(double density, double crossover, int64_t out) {
   // The event-driven kernel first lists a row's inputs, a cost that only
   // wide layers (many 16-column tiles) amortise: the crossover falls from
   // `crossover` for wide layers to 0.55 of it for a layer of one tile
-  // (measured with linear_bench: about 0.38 and 0.22 on an AVX2 EPYC).
+  // (measured with linear_bench: about 0.38 and 0.22 on an AVX2 EPYC). The
+  // AVX-512 build's dense kernel is twice as fast as AVX2's, its event
+  // kernel only 1.15x: there the crossover falls to 0.16 of it for one tile
+  // (about 0.36 and 0.06 on a Zen 4 EPYC).
+  const double narrow = cpu_loops() == CpuLoops::kAvx512 ? 0.84 : 0.45;
   const double tiles = static_cast<double>((out + 15) / 16);
-  return density < crossover * (1.0 - 0.45 / tiles) ? LinearPath::kEvent : LinearPath::kDense;
+  return density < crossover * (1.0 - narrow / tiles) ? LinearPath::kEvent : LinearPath::kDense;
 }
 
 namespace {
@@ -128,14 +133,13 @@ torch::Tensor pad_bias(const torch::Tensor& bias) {
 // or the dense one on the reals x.
 template <typename T>
 void cpu_rows(const T* x, const uint8_t* xs, const T* wp, const T* bp, T* y, int64_t in, int64_t out, int64_t r0,
-              int64_t r1, bool event, bool use_avx2) {
-  namespace d = neurons::detail;
+              int64_t r1, bool event, CpuLoops loops) {
   if (xs) {
-    use_avx2 ? d::avx2::linear_event(xs, wp, bp, y, in, out, r0, r1) : d::base::linear_event(xs, wp, bp, y, in, out, r0, r1);
-  } else if (use_avx2) {
-    event ? d::avx2::linear_event(x, wp, bp, y, in, out, r0, r1) : d::avx2::linear_dense(x, wp, bp, y, in, out, r0, r1);
+    SNN_ISA_CALL(loops, neurons::detail, linear_event(xs, wp, bp, y, in, out, r0, r1));
+  } else if (event) {
+    SNN_ISA_CALL(loops, neurons::detail, linear_event(x, wp, bp, y, in, out, r0, r1));
   } else {
-    event ? d::base::linear_event(x, wp, bp, y, in, out, r0, r1) : d::base::linear_dense(x, wp, bp, y, in, out, r0, r1);
+    SNN_ISA_CALL(loops, neurons::detail, linear_dense(x, wp, bp, y, in, out, r0, r1));
   }
 }
 
@@ -154,7 +158,7 @@ torch::Tensor rows_times(const torch::Tensor& x2, const torch::Tensor& packed, i
   const bool spikes = x.scalar_type() == torch::kBool && event;
   if (x.scalar_type() == torch::kBool && !event) x = x.to(packed.scalar_type());
   torch::Tensor y = torch::empty({rows, out}, packed.options());
-  const bool use_avx2 = cpu_loops_use_avx2();
+  const CpuLoops loops = cpu_loops();
   AT_DISPATCH_FLOATING_TYPES(packed.scalar_type(), "snn_linear", [&] {
     const scalar_t* xp = spikes ? nullptr : x.data_ptr<scalar_t>();
     const uint8_t* sp = spikes ? static_cast<const uint8_t*>(x.data_ptr()) : nullptr;
@@ -163,7 +167,7 @@ torch::Tensor rows_times(const torch::Tensor& x2, const torch::Tensor& packed, i
     scalar_t* yp = y.data_ptr<scalar_t>();
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, in * out / 64));
     at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
-      cpu_rows(xp, sp, wp, bp, yp, in, out, r0, r1, event, use_avx2);
+      cpu_rows(xp, sp, wp, bp, yp, in, out, r0, r1, event, loops);
     });
   });
   return y;
@@ -256,17 +260,13 @@ void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g_packed, tor
   const torch::Tensor x = x2.contiguous();
   const int64_t rows = x.size(0), in = x.size(1), out = sum_t.size(1);
   const int64_t batch = rows / steps;
-  const bool use_avx2 = cpu_loops_use_avx2();
+  const CpuLoops loops = cpu_loops();
   double* sp = sum_t.data_ptr<double>();
   const double* gp = g_packed.data_ptr<double>();
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, rows * out / 8));
   auto run = [&](const auto* xp) {
     at::parallel_for(0, in, grain, [&](int64_t f0, int64_t f1) {
-      if (use_avx2) {
-        neurons::detail::avx2::linear_weight_grad(xp, gp, sp, in, out, steps, batch, f0, f1);
-      } else {
-        neurons::detail::base::linear_weight_grad(xp, gp, sp, in, out, steps, batch, f0, f1);
-      }
+      SNN_ISA_CALL(loops, neurons::detail, linear_weight_grad(xp, gp, sp, in, out, steps, batch, f0, f1));
     });
   };
   if (x.scalar_type() == torch::kBool) {
@@ -317,15 +317,11 @@ static void write_rounded(const torch::Tensor& sum, torch::Tensor& g, bool trans
   }
   const int64_t in = sum.size(0), out = sum.size(1);
   const double* sp = sum.data_ptr<double>();
-  const bool use_avx2 = cpu_loops_use_avx2();
+  const CpuLoops loops = cpu_loops();
   AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "snn_linear_publish", [&] {
     scalar_t* gp = g.data_ptr<scalar_t>();
     at::parallel_for(0, in, std::max<int64_t>(4, 16384 / std::max<int64_t>(1, out)), [&](int64_t i0, int64_t i1) {
-      if (use_avx2) {
-        neurons::detail::avx2::round_transposed(sp, gp, in, out, i0, i1);
-      } else {
-        neurons::detail::base::round_transposed(sp, gp, in, out, i0, i1);
-      }
+      SNN_ISA_CALL(loops, neurons::detail, round_transposed(sp, gp, in, out, i0, i1));
     });
   });
   // Written through the pointer: say so, as copy_ would, so that anything
@@ -553,7 +549,7 @@ void LinearImpl::forward_steps(const torch::Tensor& x, const StepBlockFn& consum
   const bool spikes = x.scalar_type() == torch::kBool && event;
   const torch::Tensor xc = x.scalar_type() == torch::kBool && !event ? x.to(weight.scalar_type()) : x.contiguous();
   const int64_t T = x.size(0), B = x.size(1);
-  const bool use_avx2 = cpu_loops_use_avx2();
+  const CpuLoops loops = cpu_loops();
   constexpr int64_t kBlock = 32;  // samples per block: y is 32 x out values, in L2
   // Samples per thread: about as much work as rows_times gives a thread.
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, T * in * out / 64));
@@ -567,7 +563,7 @@ void LinearImpl::forward_steps(const torch::Tensor& x, const StepBlockFn& consum
       std::vector<scalar_t> y(static_cast<size_t>(kBlock * out));
       auto rows = [&](int64_t r, int64_t n) {
         functional::cpu_rows(spikes ? nullptr : xp + r * in, spikes ? sp + r * in : nullptr, wp, bp, y.data(), in,
-                             out, 0, n, event, use_avx2);
+                             out, 0, n, event, loops);
       };
       if (s1 - s0 == B && B < kBlock) {
         // The whole batch on this thread, and a small one: consecutive steps'

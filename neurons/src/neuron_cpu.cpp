@@ -1,6 +1,6 @@
 // CPU entry of the fused neuron passes: splits the neurons over LibTorch's
 // intra-op threads and runs the loops compiled for the best instruction set
-// this CPU has. Both builds do the same IEEE operations in the same order
+// this CPU has. All builds do the same IEEE operations in the same order
 // (no FMA contraction), so results do not depend on the choice.
 
 #include <ATen/Parallel.h>
@@ -19,25 +19,17 @@ constexpr int64_t kGrain = 4096;
 
 template <typename T, typename S>
 void forward_cpu(Form form, const ForwardArgs<T, S>& args) {
-  const bool use_avx2 = cpu_loops_use_avx2();
+  const CpuLoops loops = cpu_loops();
   at::parallel_for(0, args.n, kGrain, [&](int64_t begin, int64_t end) {
-    if (use_avx2) {
-      avx2::forward_range(form, args, begin, end);
-    } else {
-      base::forward_range(form, args, begin, end);
-    }
+    SNN_ISA_CALL(loops, snn::neurons::detail, forward_range(form, args, begin, end));
   });
 }
 
 template <typename T>
 void backward_cpu(Form form, const BackwardArgs<T>& args) {
-  const bool use_avx2 = cpu_loops_use_avx2();
+  const CpuLoops loops = cpu_loops();
   at::parallel_for(0, args.n, kGrain, [&](int64_t begin, int64_t end) {
-    if (use_avx2) {
-      avx2::backward_range(form, args, begin, end);
-    } else {
-      base::backward_range(form, args, begin, end);
-    }
+    SNN_ISA_CALL(loops, snn::neurons::detail, backward_range(form, args, begin, end));
   });
 }
 

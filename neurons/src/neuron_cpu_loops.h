@@ -1,6 +1,6 @@
 #pragma once
 // The CPU loops over a range of neurons, compiled once per instruction set
-// (namespaces base and avx2; see neuron_cpu_loops.cpp).
+// (namespaces base, avx2 and avx512; see neuron_cpu_loops.cpp).
 
 #include "kernels.h"
 
@@ -14,5 +14,6 @@ namespace snn::neurons::detail {
   }
 SNN_DECLARE_CPU_LOOPS(base)
 SNN_DECLARE_CPU_LOOPS(avx2)
+SNN_DECLARE_CPU_LOOPS(avx512)
 #undef SNN_DECLARE_CPU_LOOPS
 }  // namespace snn::neurons::detail

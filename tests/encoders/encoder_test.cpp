@@ -9,6 +9,7 @@
 #include "snn/core/error.h"
 #include "snn/encoders/detail/philox.h"
 #include "snn/encoders/encoders.h"
+#include "support/cpu_builds.h"
 #include "support/test_util.h"
 
 namespace snn {
@@ -256,7 +257,7 @@ TEST(Poisson_CUDA, MatchesCpuBitForBit) {
 namespace snn {
 namespace {
 
-TEST(Poisson, BaselineAndAvx2LoopsGiveIdenticalSpikes) {
+TEST(Poisson, EveryBuildOfTheCpuLoopsGivesIdenticalSpikes) {
   const torch::Tensor x = torch::rand({9, 1000});  // 1000 = 31 tiles + a partial one
   const torch::Tensor ids = torch::arange(20, 29);
   set_cpu_isa(CpuIsa::kBaseline);
@@ -264,6 +265,10 @@ TEST(Poisson, BaselineAndAvx2LoopsGiveIdenticalSpikes) {
   set_cpu_isa(CpuIsa::kAuto);
   const torch::Tensor fast = functional::poisson_encode(x, ids, 5, 7);
   EXPECT_TRUE(torch::equal(base, fast));
+  for (CpuIsa isa : test::cpu_builds()) {
+    test::CpuIsaScope scope(isa);
+    EXPECT_TRUE(torch::equal(functional::poisson_encode(x, ids, 5, 7), base)) << "CpuIsa " << static_cast<int>(isa);
+  }
   // And both equal the scalar reference draw, element by element.
   for (int64_t e : {0, 1, 7, 8, 31, 32, 999}) {
     const auto r = encoders::detail::draw_group(0, 23, 6, encoders::detail::group_of(e));
@@ -301,7 +306,7 @@ TEST(Poisson, EveryElementEqualsTheScalarReferenceDraw) {
   const torch::Tensor constant = x[0].unsqueeze(0).expand({4, 3, 1000}).contiguous();
   const torch::Tensor want_seq = reference(x), want_constant = reference(constant);
   ASSERT_GT(want_seq.sum().item<float>(), 0);
-  for (CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAuto}) {
+  for (CpuIsa isa : test::cpu_builds()) {
     set_cpu_isa(isa);
     EXPECT_TRUE(torch::equal(functional::poisson_encode_sequence(x, ids, 3), want_seq));
     EXPECT_TRUE(torch::equal(functional::poisson_encode(x[0], ids, 3, 4), want_constant));

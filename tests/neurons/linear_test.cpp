@@ -9,6 +9,7 @@
 #include "snn/core/error.h"
 #include "snn/core/frozen_weights.h"
 #include "snn/neurons/linear.h"
+#include "support/cpu_builds.h"
 #include "support/test_util.h"
 
 namespace snn {
@@ -29,10 +30,10 @@ TEST(Linear, RowResultsDoNotDependOnBatchingThreadsOrIsa) {
   const torch::Tensor one = fc->forward(x);
   at::set_num_threads(saved);
   EXPECT_TRUE(torch::equal(one, all));
-  set_cpu_isa(CpuIsa::kBaseline);
-  const torch::Tensor base = fc->forward(x);
-  set_cpu_isa(CpuIsa::kAuto);
-  EXPECT_TRUE(torch::equal(base, all));
+  for (CpuIsa isa : test::cpu_builds()) {
+    test::CpuIsaScope scope(isa);
+    EXPECT_TRUE(torch::equal(fc->forward(x), all)) << "CpuIsa " << static_cast<int>(isa);
+  }
 }
 
 TEST(Linear, AgreesWithTorchLinearAndItsGradients) {
@@ -163,10 +164,12 @@ TEST(Linear, DenseEventAndAutoPathsAgreeExactly) {
           EXPECT_TRUE(torch::equal(event->forward(x), ref)) << in << "x" << out << " p " << p;
           EXPECT_TRUE(torch::equal(automatic->forward(x), ref)) << in << "x" << out << " p " << p;
           EXPECT_EQ(automatic->last_path(), functional::choose_path(automatic->last_density(), kLinearEventCrossover, out));
-          set_cpu_isa(CpuIsa::kBaseline);
-          EXPECT_TRUE(torch::equal(event->forward(x), ref)) << "baseline " << in << "x" << out << " p " << p;
-          EXPECT_TRUE(torch::equal(dense->forward(x), ref)) << "baseline " << in << "x" << out << " p " << p;
-          set_cpu_isa(CpuIsa::kAuto);
+          for (CpuIsa isa : test::cpu_builds()) {
+            test::CpuIsaScope scope(isa);
+            const int b = static_cast<int>(isa);
+            EXPECT_TRUE(torch::equal(event->forward(x), ref)) << "CpuIsa " << b << " " << in << "x" << out << " p " << p;
+            EXPECT_TRUE(torch::equal(dense->forward(x), ref)) << "CpuIsa " << b << " " << in << "x" << out << " p " << p;
+          }
           const int saved = at::get_num_threads();
           at::set_num_threads(1);
           EXPECT_TRUE(torch::equal(event->forward(x), ref)) << "1 thread " << in << "x" << out;
@@ -277,9 +280,11 @@ TEST(Linear, BoolSpikesGiveTheValuesOfRealSpikes) {
           const torch::Tensor y = (*m)->forward(bits);
           EXPECT_EQ(y.scalar_type(), dtype);
           EXPECT_TRUE(torch::equal(y, ref)) << in << "x" << out << " p " << p;
-          set_cpu_isa(CpuIsa::kBaseline);
-          EXPECT_TRUE(torch::equal((*m)->forward(bits), ref)) << "baseline " << in << "x" << out << " p " << p;
-          set_cpu_isa(CpuIsa::kAuto);
+          for (CpuIsa isa : test::cpu_builds()) {
+            test::CpuIsaScope scope(isa);
+            EXPECT_TRUE(torch::equal((*m)->forward(bits), ref))
+                << "CpuIsa " << static_cast<int>(isa) << " " << in << "x" << out << " p " << p;
+          }
         }
         EXPECT_NEAR(functional::density_of(bits), functional::density_of(bits.to(dtype)), 1e-12);
         const int saved = at::get_num_threads();
@@ -293,13 +298,13 @@ TEST(Linear, BoolSpikesGiveTheValuesOfRealSpikes) {
 
 // Bool spikes train like 0/1 reals: the weight gradient kernel lists them
 // from the bytes and gives the same gradients bit for bit, per call and
-// with sums carried across calls, on both ISAs, for partial output tiles
+// with sums carried across calls, on every build, for partial output tiles
 // and inputs wider than one 32-byte group.
 TEST(Linear, BoolSpikesTrainLikeRealSpikes) {
   torch::manual_seed(42);
   for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{60, 20}, {300, 37}, {13, 16}}) {
     for (bool carry : {false, true}) {
-      for (CpuIsa isa : {CpuIsa::kAuto, CpuIsa::kBaseline}) {
+      for (CpuIsa isa : test::cpu_builds()) {
         set_cpu_isa(isa);
         Linear a(LinearOptions(in, out).carry_grad_sums(carry)), b(LinearOptions(in, out).carry_grad_sums(carry));
         {
@@ -317,6 +322,42 @@ TEST(Linear, BoolSpikesTrainLikeRealSpikes) {
         set_cpu_isa(CpuIsa::kAuto);
         EXPECT_TRUE(torch::equal(a->weight.grad(), b->weight.grad())) << in << "x" << out << " carry " << carry;
         EXPECT_TRUE(torch::equal(a->bias.grad(), b->bias.grad())) << in << "x" << out << " carry " << carry;
+      }
+    }
+  }
+}
+
+// The weight gradient kernel (its listing of nonzero inputs, its SIMD sums)
+// and the rounding of the sums give the same gradients on every build of the
+// CPU loops, for bool spikes, 0/1 reals and real inputs; widths that leave
+// a remainder for each vector width and a partial output tile.
+TEST(Linear, GradientsAreIdenticalOnEveryBuildOfTheCpuLoops) {
+  torch::manual_seed(43);
+  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{300, 37}, {1000, 70}}) {
+    const torch::Tensor bits = torch::rand({6, 5, in}) < 0.15;
+    const torch::Tensor real = bits.to(torch::kFloat) * torch::randn({6, 5, in});
+    Linear ref(LinearOptions(in, out));
+    for (const torch::Tensor& x : {bits, bits.to(torch::kFloat), real}) {
+      std::vector<torch::Tensor> gw, gb, gx;
+      for (CpuIsa isa : test::cpu_builds()) {
+        test::CpuIsaScope scope(isa);
+        Linear fc(LinearOptions(in, out));
+        {
+          torch::NoGradGuard no_grad;
+          fc->weight.copy_(ref->weight);
+          fc->bias.copy_(ref->bias);
+        }
+        const torch::Tensor xg = x.is_floating_point() ? x.clone().requires_grad_() : x;
+        const torch::Tensor y = fc->forward(xg);
+        (y * y).sum().backward();
+        gw.push_back(fc->weight.grad().clone());
+        gb.push_back(fc->bias.grad().clone());
+        if (x.is_floating_point()) gx.push_back(xg.grad().clone());
+      }
+      for (size_t i = 1; i < gw.size(); ++i) {
+        EXPECT_TRUE(torch::equal(gw[i], gw[0])) << in << "x" << out << " build " << i << " " << x.scalar_type();
+        EXPECT_TRUE(torch::equal(gb[i], gb[0])) << in << "x" << out << " build " << i << " " << x.scalar_type();
+        if (!gx.empty()) EXPECT_TRUE(torch::equal(gx[i], gx[0])) << in << "x" << out << " build " << i;
       }
     }
   }

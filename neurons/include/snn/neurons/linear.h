@@ -129,7 +129,9 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 double density_of(const torch::Tensor& x);
 
 /// kAuto's choice for an input of this density and a layer of `out`
-/// outputs: event-driven below crossover * (1 - 0.45 / ceil(out / 16)).
+/// outputs: event-driven below crossover * (1 - c / ceil(out / 16)), with
+/// c = 0.84 where the CPU loops run their AVX-512 build (snn/core/cpu_isa.h)
+/// and 0.45 otherwise.
 LinearPath choose_path(double density, double crossover, int64_t out);
 }  // namespace functional
 
