@@ -7,8 +7,8 @@
 /// - it is written as `PATH.partial` and renamed to PATH by finish();
 /// - every group and dataset is created first, then the file switches to
 ///   SWMR writing: from then on only raw data changes, and a crashed file
-///   opens (SWMR read, or after `h5clear -s`) with everything up to the last
-///   commit();
+///   opens (SWMR read, or after `h5clear -s --increment=0`) with everything up
+///   to the last commit();
 /// - readers trust /meta/samples_committed: commit() writes it after the
 ///   samples' rows and spikes, then flushes;
 /// - an unfinished file (killed, interrupted) is repaired by recover() or
