@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <limits>
 #include <functional>
@@ -14,6 +15,7 @@
 #include "snn/core/temporal.h"
 #include "snn/encoders/encoders.h"
 #include "snn/neurons/batch_norm.h"
+#include "snn/neurons/conv2d.h"
 #include "snn/neurons/general_neuron.h"
 #include "snn/simulator/neuron_sim.h"
 
@@ -211,6 +213,29 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
     case NodeKind::kConv2d: {
       const auto& is = shapes.input.at(n.name);
       const torch::Tensor x = in.reshape({K * B, is[0], is[1], is[2]});
+      const int64_t cin = is[0] / n.groups;
+      std::vector<Linear*> fcs;  // one per group
+      if (n.groups == 1) {
+        fcs.push_back(&m.linear.at(n.name));
+      } else {
+        for (auto& fc : m.grouped.at(n.name)) fcs.push_back(&fc);
+      }
+      // Inference: the event-driven kernel, whose values are the im2col
+      // path's below, and faster at any density (snn/neurons/conv2d.h).
+      const bool records_grad = torch::GradMode::is_enabled() && (*fcs[0])->weight.requires_grad();
+      if (!records_grad && (*fcs[0])->weight.is_cpu() && functional::conv2d_event_pays(x)) {
+        const auto pair = [](const std::vector<int64_t>& v) { return std::array<int64_t, 2>{v[0], v[1]}; };
+        std::vector<torch::Tensor> parts;
+        for (int64_t j = 0; j < n.groups; ++j) {
+          const Linear& fc = *fcs[static_cast<size_t>(j)];
+          const torch::Tensor xg = n.groups == 1 ? x : x.narrow(1, j * cin, cin);
+          parts.push_back(functional::conv2d_event(
+              xg, fc->weight.view({fc->weight.size(0), cin, n.kernel_size[0], n.kernel_size[1]}), fc->bias,
+              pair(n.stride), pair(n.padding), pair(n.dilation)));
+        }
+        const torch::Tensor y = n.groups == 1 ? parts[0] : torch::cat(parts, 1);
+        return y.reshape(with_time(K, B, out_shape));
+      }
       // im2col copies values; the sums are snn::Linear's, fixed-order per row.
       const auto conv = [&](const torch::Tensor& xg, Linear& fc) {
         const torch::Tensor cols = torch::nn::functional::unfold(
@@ -219,13 +244,11 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
       };
       torch::Tensor y;
       if (n.groups == 1) {
-        y = conv(x, m.linear.at(n.name));
+        y = conv(x, *fcs[0]);
       } else {
         // Each group's output channels from its own input channels.
-        auto& fcs = m.grouped.at(n.name);
-        const int64_t cin = is[0] / n.groups;
         std::vector<torch::Tensor> parts;
-        for (int64_t j = 0; j < n.groups; ++j) parts.push_back(conv(x.narrow(1, j * cin, cin), fcs[static_cast<size_t>(j)]));
+        for (int64_t j = 0; j < n.groups; ++j) parts.push_back(conv(x.narrow(1, j * cin, cin), *fcs[static_cast<size_t>(j)]));
         y = torch::cat(parts, 1);
       }
       const int64_t L = y.size(0) / (K * B);

@@ -12,6 +12,7 @@
 
 #include "snn/core/error.h"
 #include "snn/graph/graph_text.h"
+#include "snn/neurons/conv2d.h"
 #include "snn/neurons/functional.h"
 #include "snn/simulator/graph_model.h"
 #include "snn/simulator/network_graph.h"
@@ -421,6 +422,67 @@ kind = "Output"
   // The graph with its weights builds the same network again.
   SpikingNetwork again(graph_config(w, 1));
   EXPECT_TRUE(torch::equal(run(again, x, {"cpu"}, 0), run(net, x, {"cpu"}, 0)));
+}
+
+// Inference on sparse spikes takes the event-driven convolution
+// (snn/neurons/conv2d.h), a forward that records gradients the im2col path:
+// the same spikes, bit for bit, through strides, dilation and groups.
+TEST(GraphModel, InferenceOnSpikesTakesTheEventDrivenConvolutionWithTheSameSpikes) {
+  const Graph g = graph::parse_graph_text(R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [2, 10, 10]
+[[nodes]]
+name = "conv"
+kind = "Conv2d"
+features = 4
+kernel_size = 3
+padding = 1
+[[nodes]]
+name = "if0"
+kind = "IF"
+v_threshold = 0.1
+[[nodes]]
+name = "conv2"
+kind = "Conv2d"
+features = 6
+kernel_size = 3
+padding = 2
+stride = 2
+dilation = 2
+groups = 2
+[[nodes]]
+name = "lif1"
+kind = "LIF"
+v_threshold = 0.05
+[[nodes]]
+name = "flat"
+kind = "Flatten"
+[[nodes]]
+name = "fc"
+kind = "Affine"
+features = 5
+[[nodes]]
+name = "lif2"
+kind = "LIF"
+v_threshold = 0.02
+[[nodes]]
+name = "output"
+kind = "Output"
+)",
+                                          "event");
+  SpikingNetwork net(graph_config(g, 6));
+  // Dim images: the encoder's spikes fire for about a tenth of the pixels.
+  const torch::Tensor x = images(9, 200) * 0.25;
+  ModelPipeline pipe = net.make_pipeline();
+  const torch::Tensor input = net.prepare_input(x);
+  ASSERT_TRUE(functional::conv2d_event_pays(torch::zeros({1, 2, 10, 10}, torch::kBool)));  // the encoder's spikes
+  const torch::Tensor trained = pipe.constant_forward(input, 6, false);  // records gradients: im2col
+  ASSERT_TRUE(trained.requires_grad());
+  const torch::Tensor inferred = run(net, x, {"cpu"}, 0);                // no gradients: event-driven
+  EXPECT_GT(inferred.sum().item<double>(), 0);  // spikes reach the output
+  EXPECT_TRUE(torch::equal(trained.detach(), inferred));
 }
 
 TEST(GraphModel, NodeNamesWithDotsRun) {

@@ -1,0 +1,159 @@
+#include "snn/neurons/conv2d.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/Parallel.h>
+#include <c10/util/Exception.h>
+
+#include <string>
+#include <vector>
+
+#include "conv2d_args.h"
+#include "snn/core/cpu_isa.h"
+#include "snn/core/error.h"
+
+namespace snn {
+namespace neurons::detail {
+#define SNN_DECLARE_CONV2D_EVENT(isa)                                                                \
+  namespace isa {                                                                                    \
+  template <typename T, typename X>                                                                  \
+  void conv2d_event(const X* x, T* y, const Conv2dEventArgs<T>& a, int64_t n0, int64_t n1);        \
+  }
+SNN_DECLARE_CONV2D_EVENT(base)
+SNN_DECLARE_CONV2D_EVENT(avx2)
+SNN_DECLARE_CONV2D_EVENT(avx512)
+#undef SNN_DECLARE_CONV2D_EVENT
+}  // namespace neurons::detail
+
+namespace functional {
+namespace {
+
+std::string shape_text(const torch::Tensor& t) { return c10::str(t.sizes()); }
+
+// Where each input pixel's value goes (Conv2dEventArgs::first, output,
+// tap): output position (oy, ox) and tap (ky, kx) for every (ky, kx) whose
+// window position lands on the pixel, taps ascending.
+struct Targets {
+  std::vector<int32_t> first, output, tap;
+};
+
+Targets targets_of(int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                   const std::array<int64_t, 2>& s, const std::array<int64_t, 2>& p, const std::array<int64_t, 2>& d) {
+  Targets t;
+  t.first.reserve(static_cast<size_t>(H * W + 1));
+  // The output row (or column) that tap k of an input at i feeds, or -1.
+  const auto along = [](int64_t i, int64_t k, int64_t stride, int64_t pad, int64_t dil, int64_t extent) -> int64_t {
+    const int64_t at = i + pad - k * dil;  // = o * stride
+    if (at < 0 || at % stride != 0 || at / stride >= extent) return -1;
+    return at / stride;
+  };
+  for (int64_t iy = 0; iy < H; ++iy) {
+    for (int64_t ix = 0; ix < W; ++ix) {
+      t.first.push_back(static_cast<int32_t>(t.output.size()));
+      for (int64_t ky = 0; ky < KH; ++ky) {
+        const int64_t oy = along(iy, ky, s[0], p[0], d[0], OH);
+        if (oy < 0) continue;
+        for (int64_t kx = 0; kx < KW; ++kx) {
+          const int64_t ox = along(ix, kx, s[1], p[1], d[1], OW);
+          if (ox < 0) continue;
+          t.output.push_back(static_cast<int32_t>(oy * OW + ox));
+          t.tap.push_back(static_cast<int32_t>(ky * KW + kx));
+        }
+      }
+    }
+  }
+  t.first.push_back(static_cast<int32_t>(t.output.size()));
+  return t;
+}
+
+}  // namespace
+
+bool conv2d_event_pays(const torch::Tensor& x) {
+  const auto type = x.scalar_type();
+  return x.is_cpu() && x.numel() > 0 && (type == torch::kFloat || type == torch::kDouble || type == torch::kBool);
+}
+
+torch::Tensor conv2d_event(const torch::Tensor& x_in, const torch::Tensor& weight, const torch::Tensor& bias,
+                           std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
+                           std::array<int64_t, 2> dilation) {
+  if (x_in.dim() != 4 || weight.dim() != 4) {
+    throw Error("conv2d: the input must be [N, C, H, W] and the weight [Cout, Cin, KH, KW], got " + shape_text(x_in) +
+                " and " + shape_text(weight));
+  }
+  if (!x_in.is_cpu() || !weight.is_cpu()) throw Error("conv2d_event: a CPU kernel, got tensors on " + c10::str(x_in.device()) + " and " + c10::str(weight.device()));
+  if (weight.scalar_type() != torch::kFloat && weight.scalar_type() != torch::kDouble) {
+    throw Error(std::string("conv2d: the weight must be float32 or float64, got ") + c10::toString(weight.scalar_type()));
+  }
+  if (x_in.scalar_type() != weight.scalar_type() && x_in.scalar_type() != torch::kBool) {
+    throw Error(std::string("conv2d: input is ") + c10::toString(x_in.scalar_type()) + " but the weight is " +
+                c10::toString(weight.scalar_type()) + " (bool spikes are also accepted)");
+  }
+  const int64_t N = x_in.size(0), C = x_in.size(1), H = x_in.size(2), W = x_in.size(3);
+  const int64_t Cout = weight.size(0), KH = weight.size(2), KW = weight.size(3);
+  if (weight.size(1) != C) {
+    throw Error("conv2d: the input has " + std::to_string(C) + " channels but the weight " + shape_text(weight) +
+                " expects " + std::to_string(weight.size(1)));
+  }
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != Cout)) {
+    throw Error("conv2d: the bias must be [" + std::to_string(Cout) + "], got " + shape_text(bias));
+  }
+  for (int a = 0; a < 2; ++a) {
+    if (stride[a] < 1 || dilation[a] < 1 || padding[a] < 0) {
+      throw Error("conv2d: stride and dilation must be >= 1 and padding >= 0, got stride (" + std::to_string(stride[0]) +
+                  ", " + std::to_string(stride[1]) + "), padding (" + std::to_string(padding[0]) + ", " +
+                  std::to_string(padding[1]) + "), dilation (" + std::to_string(dilation[0]) + ", " +
+                  std::to_string(dilation[1]) + ")");
+    }
+  }
+  const int64_t span_h = dilation[0] * (KH - 1) + 1, span_w = dilation[1] * (KW - 1) + 1;
+  if (span_h > H + 2 * padding[0] || span_w > W + 2 * padding[1]) {
+    throw Error("conv2d: a kernel spanning " + std::to_string(span_h) + " x " + std::to_string(span_w) +
+                " does not fit the padded input " + std::to_string(H + 2 * padding[0]) + " x " +
+                std::to_string(W + 2 * padding[1]));
+  }
+  const int64_t OH = (H + 2 * padding[0] - span_h) / stride[0] + 1, OW = (W + 2 * padding[1] - span_w) / stride[1] + 1;
+  torch::Tensor y = torch::empty({N, Cout, OH, OW}, weight.options());
+  if (N == 0 || Cout == 0) return y;
+  const torch::Tensor x = x_in.contiguous();
+  const Targets t = targets_of(H, W, KH, KW, OH, OW, stride, padding, dilation);
+  // The weights as rows f = (c KH + ky) KW + kx of TW output channels
+  // (zero-padded): W [Cout, F] transposed. Packed on every call: F TW
+  // values, small beside a batch's work.
+  const int64_t F = C * KH * KW, TW = (Cout + 15) / 16 * 16;
+  torch::NoGradGuard no_grad;
+  const torch::Tensor wt =
+      torch::constant_pad_nd(weight.detach().reshape({Cout, F}).t(), {0, TW - Cout}).contiguous();
+  const torch::Tensor b = bias.defined() ? torch::constant_pad_nd(bias.detach(), {0, TW - Cout}).contiguous() : torch::Tensor();
+  const CpuLoops loops = cpu_loops();
+  AT_DISPATCH_FLOATING_TYPES(weight.scalar_type(), "snn_conv2d_event", [&] {
+    neurons::detail::Conv2dEventArgs<scalar_t> a;
+    a.channels = C;
+    a.pixels = H * W;
+    a.outputs = OH * OW;
+    a.out_channels = Cout;
+    a.width = TW;
+    a.taps = KH * KW;
+    a.weight = wt.data_ptr<scalar_t>();
+    a.bias = b.defined() ? b.data_ptr<scalar_t>() : nullptr;
+    a.first = t.first.data();
+    a.output = t.output.data();
+    a.tap = t.tap.data();
+    scalar_t* yp = y.data_ptr<scalar_t>();
+    // Images per task: about 64K accumulator updates' worth.
+    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, C * H * W * TW / 16));
+    if (x.scalar_type() == torch::kBool) {
+      const uint8_t* xp = static_cast<const uint8_t*>(x.data_ptr());
+      at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
+        SNN_ISA_CALL(loops, neurons::detail, conv2d_event(xp, yp, a, n0, n1));
+      });
+    } else {
+      const scalar_t* xp = x.data_ptr<scalar_t>();
+      at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
+        SNN_ISA_CALL(loops, neurons::detail, conv2d_event(xp, yp, a, n0, n1));
+      });
+    }
+  });
+  return y;
+}
+
+}  // namespace functional
+}  // namespace snn

@@ -1,0 +1,164 @@
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <array>
+#include <functional>
+#include <string>
+
+#include "snn/core/cpu_isa.h"
+#include "snn/core/error.h"
+#include "snn/neurons/conv2d.h"
+#include "snn/neurons/linear.h"
+#include "support/cpu_builds.h"
+
+namespace snn {
+namespace {
+
+struct ConvCase {
+  int64_t cin, h, w, cout, kh, kw;
+  std::array<int64_t, 2> stride, padding, dilation;
+};
+
+// The graph model's im2col path: unfold, then snn::Linear's fixed-order
+// sums (the dense or the event-driven kernel).
+torch::Tensor im2col_conv(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const ConvCase& c,
+                          LinearPath path) {
+  const torch::Tensor xr = x.scalar_type() == torch::kBool ? x.to(w.scalar_type()) : x;
+  const torch::Tensor cols = torch::nn::functional::unfold(
+      xr, torch::nn::functional::UnfoldFuncOptions({c.kh, c.kw})
+              .stride({c.stride[0], c.stride[1]})
+              .padding({c.padding[0], c.padding[1]})
+              .dilation({c.dilation[0], c.dilation[1]}));
+  const int64_t N = x.size(0), L = cols.size(2);
+  const torch::Tensor y = functional::linear(cols.transpose(1, 2).reshape({N * L, -1}), w.reshape({c.cout, -1}), b, {},
+                                             path);
+  const int64_t oh = (c.h + 2 * c.padding[0] - c.dilation[0] * (c.kh - 1) - 1) / c.stride[0] + 1;
+  return y.reshape({N, L, c.cout}).transpose(1, 2).reshape({N, c.cout, oh, L / oh});
+}
+
+std::string conv_name(const ConvCase& c) {
+  return std::to_string(c.cin) + "x" + std::to_string(c.h) + "x" + std::to_string(c.w) + " -> " +
+         std::to_string(c.cout) + " k" + std::to_string(c.kh) + "x" + std::to_string(c.kw) + " s" +
+         std::to_string(c.stride[0]) + "," + std::to_string(c.stride[1]) + " p" + std::to_string(c.padding[0]) + "," +
+         std::to_string(c.padding[1]) + " d" + std::to_string(c.dilation[0]) + "," + std::to_string(c.dilation[1]);
+}
+
+const std::vector<ConvCase>& conv_cases() {
+  static const std::vector<ConvCase> all = {
+      {2, 9, 9, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}},     // one tile of outputs, padded
+      {3, 11, 8, 37, 3, 2, {2, 1}, {0, 1}, {1, 2}},    // partial tile, uneven stride and dilation
+      {4, 10, 10, 64, 5, 5, {2, 2}, {2, 2}, {1, 1}},   // 4 vectors per row (AVX-512), stride 2
+      {5, 7, 13, 130, 1, 3, {1, 3}, {0, 0}, {1, 1}},   // wider than 128: the generic row loop
+      {1, 6, 6, 8, 6, 6, {1, 1}, {0, 0}, {1, 1}},      // the kernel fills the input: one output
+      {3, 12, 12, 32, 3, 3, {3, 3}, {4, 4}, {2, 2}},   // padding beyond the dilated kernel's reach
+  };
+  return all;
+}
+
+// Bit for bit the im2col path's values, through either Linear kernel, on
+// every build of the CPU loops, for spikes (float and bool), sparse reals
+// and dense reals, in float and double, whatever the batch and threads.
+TEST(Conv2dEvent, EqualsTheIm2colPathBitForBitOnEveryBuild) {
+  torch::manual_seed(11);
+  for (const auto& c : conv_cases()) {
+    for (auto dtype : {torch::kFloat, torch::kDouble}) {
+      const torch::Tensor w = torch::randn({c.cout, c.cin, c.kh, c.kw}, dtype);
+      const torch::Tensor b = torch::randn({c.cout}, dtype);
+      for (double p : {0.02, 0.2, 1.0}) {
+        const torch::Tensor mask = torch::rand({6, c.cin, c.h, c.w}) < p;
+        for (int kind = 0; kind < 3; ++kind) {
+          // 0: float spikes, 1: bool spikes, 2: real values where the mask is set
+          const torch::Tensor x = kind == 0   ? mask.to(dtype)
+                                  : kind == 1 ? mask
+                                              : torch::randn(mask.sizes(), dtype) * mask.to(dtype);
+          const std::string what = conv_name(c) + " p=" + std::to_string(p) + " kind=" + std::to_string(kind) +
+                                   (dtype == torch::kFloat ? " float" : " double");
+          const torch::Tensor dense = im2col_conv(x, w, b, c, LinearPath::kDense);
+          const torch::Tensor event = im2col_conv(x, w, b, c, LinearPath::kEvent);
+          ASSERT_TRUE(torch::equal(dense, event)) << what;
+          for (CpuIsa isa : test::cpu_builds()) {
+            test::CpuIsaScope scope(isa);
+            const torch::Tensor y = functional::conv2d_event(x, w, b, c.stride, c.padding, c.dilation);
+            ASSERT_EQ(y.sizes(), dense.sizes()) << what;
+            EXPECT_TRUE(torch::equal(y, dense)) << what << " CpuIsa " << static_cast<int>(isa);
+          }
+          // Without a bias: the sums start at zero, as Linear's do.
+          EXPECT_TRUE(torch::equal(functional::conv2d_event(x, w, {}, c.stride, c.padding, c.dilation),
+                                   im2col_conv(x, w, {}, c, LinearPath::kDense)))
+              << what << " no bias";
+        }
+      }
+    }
+  }
+}
+
+TEST(Conv2dEvent, AgreesWithTorchConv2d) {
+  torch::manual_seed(12);
+  for (const auto& c : conv_cases()) {
+    const torch::Tensor x = (torch::rand({4, c.cin, c.h, c.w}) < 0.3).to(torch::kDouble);
+    const torch::Tensor w = torch::randn({c.cout, c.cin, c.kh, c.kw}, torch::kDouble);
+    const torch::Tensor b = torch::randn({c.cout}, torch::kDouble);
+    const torch::Tensor ref = torch::conv2d(x, w, b, {c.stride[0], c.stride[1]}, {c.padding[0], c.padding[1]},
+                                            {c.dilation[0], c.dilation[1]});
+    const torch::Tensor y = functional::conv2d_event(x, w, b, c.stride, c.padding, c.dilation);
+    ASSERT_EQ(y.sizes(), ref.sizes()) << conv_name(c);
+    EXPECT_TRUE(torch::allclose(y, ref, 1e-12, 1e-12)) << conv_name(c);
+  }
+}
+
+TEST(Conv2dEvent, AnImageGivesTheSameOutputAloneInAnyBatchAndOnAnyThreads) {
+  torch::manual_seed(13);
+  const ConvCase c{8, 14, 14, 24, 3, 3, {1, 1}, {1, 1}, {1, 1}};
+  const torch::Tensor x = torch::rand({33, c.cin, c.h, c.w}) < 0.1;
+  const torch::Tensor w = torch::randn({c.cout, c.cin, 3, 3});
+  const torch::Tensor b = torch::randn({c.cout});
+  const torch::Tensor all = functional::conv2d_event(x, w, b, c.stride, c.padding, c.dilation);
+  EXPECT_TRUE(torch::equal(functional::conv2d_event(x.narrow(0, 17, 1), w, b, c.stride, c.padding, c.dilation),
+                           all.narrow(0, 17, 1)));
+  EXPECT_TRUE(torch::equal(functional::conv2d_event(x.narrow(0, 5, 9), w, b, c.stride, c.padding, c.dilation),
+                           all.narrow(0, 5, 9)));
+  const int saved = at::get_num_threads();
+  at::set_num_threads(1);
+  const torch::Tensor one = functional::conv2d_event(x, w, b, c.stride, c.padding, c.dilation);
+  at::set_num_threads(saved);
+  EXPECT_TRUE(torch::equal(one, all));
+  // A non-contiguous input (a channel slice, as a grouped layer passes).
+  const torch::Tensor wide = torch::rand({5, 2 * c.cin, c.h, c.w}) < 0.1;
+  EXPECT_TRUE(torch::equal(functional::conv2d_event(wide.narrow(1, c.cin, c.cin), w, b, c.stride, c.padding, c.dilation),
+                           functional::conv2d_event(wide.narrow(1, c.cin, c.cin).contiguous(), w, b, c.stride,
+                                                    c.padding, c.dilation)));
+}
+
+// One snn::Error naming the numbers, never a crash.
+TEST(Conv2dEvent, RejectsShapesThatDoNotFitWithTheNumbers) {
+  const torch::Tensor x = torch::zeros({2, 3, 5, 5});
+  const torch::Tensor w = torch::zeros({4, 3, 3, 3});
+  const auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { functional::conv2d_event(torch::zeros({2, 2, 5, 5}), w, {}, {1, 1}, {0, 0}, {1, 1}); })
+                .find("2 channels"),
+            std::string::npos);
+  EXPECT_NE(message([&] { functional::conv2d_event(x, torch::zeros({4, 3, 7, 3}), {}, {1, 1}, {0, 0}, {1, 1}); })
+                .find("spanning 7 x 3 does not fit the padded input 5 x 5"),
+            std::string::npos);
+  EXPECT_NE(message([&] { functional::conv2d_event(x, w, {}, {0, 1}, {0, 0}, {1, 1}); }).find("stride (0, 1)"),
+            std::string::npos);
+  EXPECT_NE(message([&] { functional::conv2d_event(x, w, {}, {1, 1}, {0, 0}, {1, 0}); }).find("dilation (1, 0)"),
+            std::string::npos);
+  EXPECT_NE(message([&] { functional::conv2d_event(x, w, torch::zeros({3}), {1, 1}, {0, 0}, {1, 1}); })
+                .find("bias must be [4]"),
+            std::string::npos);
+  EXPECT_NE(message([&] { functional::conv2d_event(x.to(torch::kDouble), w, {}, {1, 1}, {0, 0}, {1, 1}); })
+                .find("input is Double but the weight is Float"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace snn
