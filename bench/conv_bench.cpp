@@ -1,13 +1,14 @@
 // The graph model's two Conv2d paths for inference on the CPU: im2col
-// (torch unfold, then snn::Linear with its own choice of kernel) and the event-driven kernel (snn::functional::conv2d_event), for
-// each layer and input firing fraction p (spikes drawn with probability p),
-// with the automatic choice (conv2d_event_pays, which measures no density:
-// no crossover was found) and LibTorch's conv2d (oneDNN; not
-// batch-invariant, the reference for speed only) in the same run, and the
-// automatic choice's time over the faster path (the target is <= 1.2
-// everywhere). Then the event-driven kernel on each build of the CPU
-// loops this machine can run (identical results), as ratios to the default
-// build in the same run.
+// (torch unfold, then snn::Linear with its own choice of kernel) and the
+// event-driven kernel (snn::functional::conv2d_event), for each layer and
+// input firing fraction p (spikes drawn with probability p), with the
+// automatic choice (conv2d_event_pays, which measures no density: no
+// crossover was found) and LibTorch's conv2d (oneDNN; not batch-invariant,
+// the reference for speed only) in the same run, and the automatic
+// choice's time over the faster path (the target is <= 1.2 everywhere).
+// Then the event-driven kernel on each build of the CPU loops this machine
+// can run (identical results), as ratios to the default build in the same
+// run.
 //
 //   conv_bench [--threads N] [--images N] [--reps R]
 
@@ -113,7 +114,9 @@ int main(int argc, char** argv) {
     for (double p : rates) {
       const torch::Tensor x = (torch::rand({images, l.cin, l.size, l.size}) < p).to(torch::kFloat);
       torch::Tensor yi, ye;
-      const auto event = [&] { return snn::functional::conv2d_event(x, w, fc->bias, {1, 1}, {l.padding, l.padding}, {1, 1}); };
+      const auto event = [&] {
+        return snn::functional::conv2d_event(x, w, fc->bias, {1, 1}, {l.padding, l.padding}, {1, 1});
+      };
       const std::vector<double> t = seconds_best_of(
           reps, {[&] { yi = im2col(x, fc, l); }, [&] { ye = event(); },
                  [&] { snn::functional::conv2d_event_pays(x) ? event() : im2col(x, fc, l); },
@@ -139,9 +142,10 @@ int main(int argc, char** argv) {
     torch::manual_seed(0);
     const torch::Tensor w = torch::randn({64, 32, 3, 3}), b = torch::randn({64});
     const torch::Tensor x5 = torch::rand({images, 32, 14, 14}) < 0.05, x20 = torch::rand({images, 32, 14, 14}) < 0.2;
-    const std::vector<std::pair<snn::CpuIsa, snn::CpuLoops>> builds = {{snn::CpuIsa::kAuto, snn::cpu_loops()},
-                                                                        {snn::CpuIsa::kBaseline, snn::CpuLoops::kBaseline},
-                                                                        {snn::CpuIsa::kAvx2, snn::CpuLoops::kAvx2}};
+    const std::vector<std::pair<snn::CpuIsa, snn::CpuLoops>> builds = {
+        {snn::CpuIsa::kAuto, snn::cpu_loops()},
+        {snn::CpuIsa::kBaseline, snn::CpuLoops::kBaseline},
+        {snn::CpuIsa::kAvx2, snn::CpuLoops::kAvx2}};
     std::vector<double> first;
     for (const auto& [isa, loops] : builds) {
       snn::set_cpu_isa(isa);

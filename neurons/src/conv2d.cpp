@@ -79,9 +79,13 @@ torch::Tensor conv2d_event(const torch::Tensor& x_in, const torch::Tensor& weigh
     throw Error("conv2d: the input must be [N, C, H, W] and the weight [Cout, Cin, KH, KW], got " + shape_text(x_in) +
                 " and " + shape_text(weight));
   }
-  if (!x_in.is_cpu() || !weight.is_cpu()) throw Error("conv2d_event: a CPU kernel, got tensors on " + c10::str(x_in.device()) + " and " + c10::str(weight.device()));
+  if (!x_in.is_cpu() || !weight.is_cpu()) {
+    throw Error("conv2d_event: a CPU kernel, got tensors on " + c10::str(x_in.device()) + " and " +
+                c10::str(weight.device()));
+  }
   if (weight.scalar_type() != torch::kFloat && weight.scalar_type() != torch::kDouble) {
-    throw Error(std::string("conv2d: the weight must be float32 or float64, got ") + c10::toString(weight.scalar_type()));
+    throw Error(std::string("conv2d: the weight must be float32 or float64, got ") +
+                c10::toString(weight.scalar_type()));
   }
   if (x_in.scalar_type() != weight.scalar_type() && x_in.scalar_type() != torch::kBool) {
     throw Error(std::string("conv2d: input is ") + c10::toString(x_in.scalar_type()) + " but the weight is " +
@@ -98,10 +102,11 @@ torch::Tensor conv2d_event(const torch::Tensor& x_in, const torch::Tensor& weigh
   }
   for (int a = 0; a < 2; ++a) {
     if (stride[a] < 1 || dilation[a] < 1 || padding[a] < 0) {
-      throw Error("conv2d: stride and dilation must be >= 1 and padding >= 0, got stride (" + std::to_string(stride[0]) +
-                  ", " + std::to_string(stride[1]) + "), padding (" + std::to_string(padding[0]) + ", " +
-                  std::to_string(padding[1]) + "), dilation (" + std::to_string(dilation[0]) + ", " +
-                  std::to_string(dilation[1]) + ")");
+      const auto pair = [](const std::array<int64_t, 2>& v) {
+        return "(" + std::to_string(v[0]) + ", " + std::to_string(v[1]) + ")";
+      };
+      throw Error("conv2d: stride and dilation must be >= 1 and padding >= 0, got stride " + pair(stride) +
+                  ", padding " + pair(padding) + ", dilation " + pair(dilation));
     }
   }
   const int64_t span_h = dilation[0] * (KH - 1) + 1, span_w = dilation[1] * (KW - 1) + 1;
@@ -122,7 +127,8 @@ torch::Tensor conv2d_event(const torch::Tensor& x_in, const torch::Tensor& weigh
   torch::NoGradGuard no_grad;
   const torch::Tensor wt =
       torch::constant_pad_nd(weight.detach().reshape({Cout, F}).t(), {0, TW - Cout}).contiguous();
-  const torch::Tensor b = bias.defined() ? torch::constant_pad_nd(bias.detach(), {0, TW - Cout}).contiguous() : torch::Tensor();
+  const torch::Tensor b =
+      bias.defined() ? torch::constant_pad_nd(bias.detach(), {0, TW - Cout}).contiguous() : torch::Tensor();
   const CpuLoops loops = cpu_loops();
   AT_DISPATCH_FLOATING_TYPES(weight.scalar_type(), "snn_conv2d_event", [&] {
     neurons::detail::Conv2dEventArgs<scalar_t> a;

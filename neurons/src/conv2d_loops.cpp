@@ -110,7 +110,9 @@ void conv_images(const X* x, T* y, const Conv2dEventArgs<T>& a, int64_t n0, int6
   T* const acc = acc_buffer.reserve(a.outputs * a.width);
   int32_t* const idx = idx_buffer.reserve(in + 16);
   T* const val = std::is_same_v<X, uint8_t> ? nullptr : val_buffer.reserve(in + 16);
-  for (int64_t n = n0; n < n1; ++n) conv_image<T, X, NV>(x + n * in, y + n * a.out_channels * a.outputs, a, acc, idx, val);
+  for (int64_t n = n0; n < n1; ++n) {
+    conv_image<T, X, NV>(x + n * in, y + n * a.out_channels * a.outputs, a, acc, idx, val);
+  }
 }
 
 }  // namespace
