@@ -242,6 +242,9 @@ expect_error "shape along an edge" "node 'h' (LIF) has shape \[3\] but its input
   "${bad_run[@]}" --model "$tmp/mismatch.nir"
 expect_error "a time constant of 0" "node 'h': tau_syn must be > 0 steps" "${bad_run[@]}" --model "$tmp/tau0.nir"
 expect_error "cycle without delay" "has no Delay node" "${bad_run[@]}" --model "$tmp/cycle.nir"
+expect_error "conv weight for other channels" \
+  "node 'conv': weight \[4, 3, 3, 3\] with groups 1 takes 3 channels but its input is \[1, 28, 28\]" \
+  "${bad_run[@]}" --model "$tmp/channels.nir"
 expect_error "export of a NIR file to itself needs --overwrite" "exists" export "$tmp/good.nir" --nir "$tmp/good.nir"
 
 # ---- bad TOML graphs ----

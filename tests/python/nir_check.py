@@ -354,6 +354,13 @@ def bad(folder):
     nodes["rec"] = nir.Linear(weight=np.zeros((4, 4), np.float32))
     nir.write(f"{folder}/cycle.nir", nir.NIRGraph(nodes=nodes, edges=edges + [("h", "rec"), ("rec", "h")],
                                                   type_check=False))
+    # A Conv2d whose stored weight takes 3 channels from a 1-channel image.
+    conv = {"in": nir.Input(input_type=np.array([1, 28, 28])),
+            "conv": nir.Conv2d(input_shape=(28, 28), weight=np.zeros((4, 3, 3, 3), np.float32), stride=1, padding=0,
+                               dilation=1, groups=1, bias=np.zeros(4, np.float32)),
+            "out": nir.Output(output_type=np.array([4, 26, 26]))}
+    nir.write(f"{folder}/channels.nir", nir.NIRGraph(nodes=conv, edges=[("in", "conv"), ("conv", "out")],
+                                                     type_check=False))
 
 
 if __name__ == "__main__":
