@@ -8,7 +8,14 @@ lr 1e-3), Poisson encoding, data (the embedded 8k/2k MNIST split) and
 intra-op thread count. SpikingJelly 0.0.0.0.14 runs in multi-step mode with
 its torch backend (the CuPy backend needs a GPU).
 
-Usage: train_bench.py SNNSIM [--naive TRAIN_NAIVE] [--threads N] [--epochs E] [--rounds R] [--hidden H] [--T T] [--batch B]
+With --conv the network is examples/graphs/mnist_cnn.toml's spiking CNN
+instead (c32k3-BN-LIF-maxpool2-c64k3-BN-LIF-maxpool2-dropout 0.2-fc10-LIF,
+the same tau, surrogate, loss and optimiser; run with --T 4), built in
+SpikingJelly from its own layers; the naive loop has no CNN and is skipped.
+Run it with .venv/bin/python for SpikingJelly 0.0.0.0.14 and with
+.venv-peers/bin/python for SpikingJelly 2.0.
+
+Usage: train_bench.py SNNSIM [--naive TRAIN_NAIVE] [--threads N] [--epochs E] [--rounds R] [--hidden H] [--T T] [--batch B] [--conv]
 (TRAIN_NAIVE defaults to build/bench/train_naive.)
 
 With --rounds R the three trainings run R times, one after the other in
@@ -40,13 +47,28 @@ def idx(path):
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
+CNN = os.path.join(ROOT, "examples", "graphs", "mnist_cnn.toml")
+
+
+def spikingjelly_net(args):
+    def lif():
+        return neuron.LIFNode(tau=2.0, surrogate_function=surrogate.ATan(), step_mode="m")
+    if not args.conv:
+        return torch.nn.Sequential(layer.Flatten(), layer.Linear(784, args.hidden), lif(), layer.Linear(args.hidden, 10),
+                                   lif())
+    # mnist_cnn.toml's network, layer for layer (its Conv2d has a bias).
+    return torch.nn.Sequential(
+        layer.Conv2d(1, 32, 3, padding=1), layer.BatchNorm2d(32), lif(), layer.MaxPool2d(2),
+        layer.Conv2d(32, 64, 3, padding=1), layer.BatchNorm2d(64), lif(), layer.MaxPool2d(2),
+        layer.Flatten(), layer.Dropout(0.2), layer.Linear(64 * 7 * 7, 10), lif())
+
+
 def spikingjelly_epochs(args, x_train, y_train, x_test, y_test):
     torch.manual_seed(0)
-    net = torch.nn.Sequential(
-        layer.Flatten(), layer.Linear(784, args.hidden),
-        neuron.LIFNode(tau=2.0, surrogate_function=surrogate.ATan(), step_mode="m"),
-        layer.Linear(args.hidden, 10), neuron.LIFNode(tau=2.0, surrogate_function=surrogate.ATan(), step_mode="m"))
+    net = spikingjelly_net(args)
     functional.set_step_mode(net, "m")
+    if args.conv:
+        x_train, x_test = x_train.unsqueeze(1), x_test.unsqueeze(1)  # [N, 1, 28, 28]
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     enc = encoding.PoissonEncoder()
     times, accs = [], []
@@ -65,26 +87,31 @@ def spikingjelly_epochs(args, x_train, y_train, x_test, y_test):
             functional.reset_net(net)
         times.append(time.perf_counter() - t0)
         correct = 0
+        net.eval()
         with torch.no_grad():
             for b in range(0, len(x_test), 256):
                 img = x_test[b:b + 256]
                 x_seq = torch.stack([enc(img) for _ in range(args.T)])
                 correct += (net(x_seq).sum(0).argmax(1) == y_test[b:b + 256]).sum().item()
                 functional.reset_net(net)
+        net.train()
         accs.append(correct / len(x_test))
     return times, accs
 
 
 def snnsim_epochs(args):
-    cmd = [args.snnsim, "train", "--layers", f"784-{args.hidden}-10", "--T", str(args.T), "--epochs", str(args.epochs),
+    net = ["--model", CNN] if args.conv else ["--layers", f"784-{args.hidden}-10"]
+    cmd = [args.snnsim, "train", *net, "--T", str(args.T), "--epochs", str(args.epochs),
            "--batch-size", str(args.batch), "--threads", str(args.threads), "--surrogate", "atan", "--loss", "mse",
-           "--lr", "1e-3", "--checkpoint", "/tmp/snnsim-train-bench.h5"]
+           "--lr", "1e-3", "--checkpoint", "/tmp/snnsim-train-bench.h5", "--overwrite"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     rows = re.findall(r"epoch \d+/\d+: .* test accuracy ([0-9.]+), ([0-9.]+) s", out)
     return [float(t) for _, t in rows], [float(a) for a, _ in rows]
 
 
 def naive_epochs(args):
+    if args.conv:
+        return [float("nan")] * args.epochs, [float("nan")] * args.epochs
     cmd = [args.naive, os.path.join(ROOT, "datasets", "mnist"), "--hidden", str(args.hidden), "--T", str(args.T),
            "--batch", str(args.batch), "--epochs", str(args.epochs), "--threads", str(args.threads)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -102,6 +129,7 @@ def main():
     p.add_argument("--hidden", type=int, default=256)
     p.add_argument("--T", type=int, default=8)
     p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--conv", action="store_true", help="the spiking CNN of examples/graphs/mnist_cnn.toml")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     d = os.path.join(ROOT, "datasets", "mnist")
@@ -109,8 +137,11 @@ def main():
     y_train = torch.from_numpy(idx(os.path.join(d, "train-labels-idx1-ubyte.gz")).astype(np.int64))
     x_test = torch.from_numpy(idx(os.path.join(d, "t10k-images-idx3-ubyte.gz")).astype(np.float32) / 255.0)
     y_test = torch.from_numpy(idx(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).astype(np.int64))
-    print(f"784-{args.hidden}-10 LIF, T = {args.T}, batch {args.batch}, {args.threads} threads, "
-          f"{len(x_train)} train samples; torch {torch.__version__}, {torch.backends.mkldnn.is_available() and 'MKL-DNN' or ''}")
+    from importlib.metadata import version
+    name = "c32k3-pool-c64k3-pool-fc10 (mnist_cnn.toml)" if args.conv else f"784-{args.hidden}-10"
+    print(f"{name} LIF, T = {args.T}, batch {args.batch}, {args.threads} threads, "
+          f"{len(x_train)} train samples; SpikingJelly {version('spikingjelly')}, torch {torch.__version__}, "
+          f"{torch.backends.mkldnn.is_available() and 'MKL-DNN' or ''}")
     ratios_sj, ratios_naive = [], []
     for r in range(args.rounds):
         sj_t, sj_a = spikingjelly_epochs(args, x_train, y_train, x_test, y_test)

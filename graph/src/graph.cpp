@@ -169,6 +169,9 @@ void check_values(const Node& n, const std::vector<int64_t>& shape) {
   }
   if (n.kind == NodeKind::kInput) {
     if (n.shape.empty()) fail("node '" + n.name + "' (Input) has no shape");
+    if (n.encoding != "poisson" && n.encoding != "direct") {
+      fail("node '" + n.name + "' (Input): encoding '" + n.encoding + "' is neither poisson nor direct");
+    }
     for (auto s : n.shape) {
       if (s < 1) fail("node '" + n.name + "' (Input) has shape " + shape_str(n.shape) + ": every size must be >= 1");
     }

@@ -23,6 +23,7 @@ const std::set<std::string> kSpikeKeys = {"detach_reset", "surrogate", "refracto
 std::set<std::string> keys_of(NodeKind kind) {
   switch (kind) {
     case NodeKind::kInput:
+      return {"shape", "encoding"};
     case NodeKind::kOutput:
       return {"shape"};
     case NodeKind::kAffine:
@@ -196,6 +197,7 @@ Node read_node(const json& j, const std::string& where, size_t index) {
   }
   if (r.has("shape")) n.shape = r.ints("shape");
   if (r.has("size")) n.shape = r.ints("size");
+  if (r.has("encoding")) n.encoding = r.get<std::string>("encoding", "a string (poisson or direct)");
   if (r.has("features")) n.features = r.integer("features");
   if (r.has("kernel_size")) n.kernel_size = r.pair("kernel_size");
   if (r.has("stride")) n.stride = r.pair("stride");
@@ -280,6 +282,7 @@ std::string graph_to_json(const Graph& graph) {
       case NodeKind::kInput:
       case NodeKind::kOutput:
         if (!n.shape.empty()) j["shape"] = n.shape;
+        if (n.kind == NodeKind::kInput && n.encoding != "poisson") j["encoding"] = n.encoding;
         break;
       case NodeKind::kAffine:
       case NodeKind::kLinear:

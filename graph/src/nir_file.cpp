@@ -351,6 +351,12 @@ Node read_node(const Reader& r, hid_t g, const std::string& name, const std::str
     case NodeKind::kInput:
     case NodeKind::kOutput:
       n.shape = r.ints(g, "shape", path);
+      if (n.kind == NodeKind::kInput && r.has(g, "metadata")) {  // snnsim's own: how images become the input
+        Handle meta(H5Gopen2(g, "metadata", H5P_DEFAULT), H5Gclose);
+        if (meta.ok() && r.has(meta.get(), "snnsim_encoding")) {
+          n.encoding = r.string(meta.get(), "snnsim_encoding", path + "/metadata");
+        }
+      }
       break;
     case NodeKind::kAffine:
       n.weight = r.tensor(g, "weight", path, torch::kFloat);
@@ -476,9 +482,14 @@ void write_node(const Writer& w, hid_t g, const Node& n, const GraphShapes& shap
     w.tensor(g, "weight", n.weight, false);
   };
   switch (n.kind) {
-    case NodeKind::kInput:
+    case NodeKind::kInput: {
       w.ints(g, "shape", n.shape);
+      if (n.encoding == "poisson") return;  // NIR says nothing of encoders; snnsim's default
+      Handle meta(H5Gcreate2(g, "metadata", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
+      if (!meta.ok()) throw Error(w.where + ": cannot create metadata of " + n.name);
+      w.string(meta.get(), "snnsim_encoding", n.encoding);
       return;
+    }
     case NodeKind::kOutput:
       w.ints(g, "shape", out);
       return;

@@ -169,6 +169,9 @@ SpikingNetwork::SpikingNetwork(const NetworkConfig& config) : config_(config) {
     PoissonEncoderOptions enc;
     enc.seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool);
     encoder_ = PoissonEncoder(enc);
+    for (const auto& n : config_.graph->nodes) {
+      if (n.kind == graph::NodeKind::kInput) poisson_input_ = n.encoding == "poisson";
+    }
     neurons_ = graph_model_->neuron_layers();
     return;
   }
@@ -249,7 +252,7 @@ ModelPipeline SpikingNetwork::make_pipeline() const {
     std::vector<torch::nn::AnyModule> modules = graph_model_->make_stages(balance);
     for (int64_t s = first; s < last; ++s) {
       torch::nn::Sequential seq;
-      if (s == 0) seq->push_back(encoder_);
+      if (s == 0 && poisson_input_) seq->push_back(encoder_);  // direct: the images go in as they are
       seq->push_back(modules[s]);
       pipe.append(seq, torch::Device(config_.devices[s]));
     }
@@ -315,14 +318,19 @@ std::vector<int64_t> balanced_partition(const std::vector<double>& costs, int64_
   return sizes;
 }
 
+torch::Tensor SpikingNetwork::encode_input(const torch::Tensor& x) const {
+  const torch::Tensor steps = x.unsqueeze(0).expand({config_.steps, x.size(0), x.size(1)});
+  if (!poisson_input_) return steps;
+  PoissonEncoder enc(PoissonEncoderOptions().seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool));
+  return enc->forward(steps);
+}
+
 std::vector<int64_t> SpikingNetwork::measure_balance(const torch::Tensor& images, int64_t stages, int repeats) {
   torch::NoGradGuard no_grad;
   if (graph_model_) {
     // Groups (a layer, or a cycle's layers, which stay in one stage) timed
     // as one stage runs them, best of `repeats`, then split as the chain's.
-    const torch::Tensor x = prepare_input(images);
-    PoissonEncoder enc(PoissonEncoderOptions().seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool));
-    const torch::Tensor spikes = enc->forward(x.unsqueeze(0).expand({config_.steps, x.size(0), x.size(1)}));
+    const torch::Tensor spikes = encode_input(prepare_input(images));
     std::vector<double> best;
     for (int r = 0; r < std::max(1, repeats); ++r) {
       const std::vector<double> t = graph_model_->time_groups(spikes);
@@ -332,10 +340,7 @@ std::vector<int64_t> SpikingNetwork::measure_balance(const torch::Tensor& images
     measured_seconds_ = best;
     return graph_model_->layers_of_groups(balanced_partition(best, stages));
   }
-  const torch::Tensor x = prepare_input(images);
-  const int64_t T = config_.steps;
-  PoissonEncoder enc(PoissonEncoderOptions().seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool));
-  torch::Tensor spikes = enc->forward(x.unsqueeze(0).expand({T, x.size(0), x.size(1)}));
+  torch::Tensor spikes = encode_input(prepare_input(images));
   measured_seconds_.assign(synapses_.size(), std::numeric_limits<double>::infinity());
   for (size_t i = 0; i < synapses_.size(); ++i) {
     torch::Tensor out;

@@ -91,6 +91,8 @@ ChainModel chain_model(const Graph& g) {
     if (input) not_a_chain(n, "is a second Input");
     input = &n;
   }
+  // The fused chain rate-codes its input; a direct one runs as a graph.
+  if (input->encoding != "poisson") not_a_chain(*input, "takes its images directly (encoding " + input->encoding + ")");
   ChainModel m;
   m.layers.push_back(1);
   for (auto s : shapes.output.at(input->name)) m.layers[0] *= s;

@@ -369,6 +369,10 @@ class BatchRecorder {
     layout.first_sample = first_sample;
     layer_of_spikes_.assign(layers, -1);
     layer_of_trace_.assign(layers, -1);
+    if (request.record_input && !net.poisson_input()) {
+      throw Error("--record-input records the encoder's spikes, but this network's Input node takes the images "
+                  "directly (encoding = \"direct\"): it has no input spikes");
+    }
     if (request.record_input) {
       // The encoder's spikes are a function of (seed, sample, step, pixel):
       // encoding the batch again here gives exactly what the network saw.

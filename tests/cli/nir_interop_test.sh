@@ -230,6 +230,33 @@ printf '%s\n' '[[nodes]]' 'name = "input"' 'kind = "Input"' 'shape = [1, 28, 28]
 expect_error "export of a BatchNorm it cannot fold" "node 'bn' (BatchNorm) follows 'pool' (AvgPool2d)" \
   export "$tmp/poolbn.h5" --nir "$tmp/poolbn.nir"
 
+# ---- an Input node with encoding = "direct": the pixel values at every step ----
+printf '%s\n' '[[nodes]]' 'name = "input"' 'kind = "Input"' 'shape = [784]' 'encoding = "direct"' '[[nodes]]' \
+  'name = "fc"' 'kind = "Affine"' 'features = 10' '[[nodes]]' 'name = "lif"' 'kind = "LIF"' '[[nodes]]' \
+  'name = "output"' 'kind = "Output"' >"$tmp/direct.toml"
+"$snnsim" train "${common[@]}" --model "$tmp/direct.toml" --epochs 1 --limit 64 --T 3 --lr 0.05 --checkpoint "$tmp/direct.h5" \
+  >/dev/null 2>"$tmp/err" || fail "train direct: $(cat "$tmp/err")"
+# No encoder draws: the run's seed changes nothing.
+for s in 1 2; do
+  "$snnsim" run "${common[@]}" --checkpoint "$tmp/direct.h5" --limit 40 --seed $s --summary "$tmp/d$s.json" \
+    >/dev/null 2>"$tmp/err" || fail "run direct: $(cat "$tmp/err")"
+done
+"$snnsim" export "$tmp/direct.h5" --nir "$tmp/direct.nir" >/dev/null 2>"$tmp/err" || fail "export direct: $(cat "$tmp/err")"
+"$snnsim" run "${common[@]}" --model "$tmp/direct.nir" --T 3 --limit 40 --summary "$tmp/d3.json" >/dev/null 2>"$tmp/err" ||
+  fail "run direct.nir: $(cat "$tmp/err")"
+"$python" - "$tmp/d1.json" "$tmp/d2.json" "$tmp/d3.json" "$tmp/direct.nir" <<'PY' && ok ||
+import json, sys, h5py
+a, b, c = (json.load(open(p)) for p in sys.argv[1:4])
+for k in ("accuracy", "accuracy_by_step", "firing_rate"):
+    assert a[k] == b[k] == c[k], (k, a[k], b[k], c[k])
+assert a["firing_rate"][0] > 0
+assert h5py.File(sys.argv[4])["node/nodes/input/metadata/snnsim_encoding"][()] == b"direct"
+PY
+  fail "a direct-input network depends on the seed, or its NIR export runs otherwise"
+expect_error "--record-input of a direct input" "takes the images directly (encoding = \"direct\"): it has no input spikes" \
+  run "${common[@]}" --checkpoint "$tmp/direct.h5" --limit 5 --output "$tmp/never-rec.h5" --record-input
+[[ -e "$tmp/never-rec.h5" ]] && fail "a recording was written for a refused --record-input"
+
 # ---- bad NIR files ----
 "$python" "$check" bad "$tmp" || fail "writing the bad files failed"
 bad_run=(run "${common[@]}" --limit 5)
@@ -322,6 +349,8 @@ kind = "LIF"
 [[nodes]]
 name = "o"
 kind = "Output"'
+toml_error "an unknown encoding" "node 'input' (Input): encoding 'latency' is neither poisson nor direct" \
+  "$(sed 's/"direct"/"latency"/' "$tmp/direct.toml")"
 expect_error "--layers with --model" "--layers cannot be combined with --model" \
   train "${common[@]}" --model "$tmp/net.toml" --layers 784-10
 expect_error "--model that is no file" "--model: expected lif, if, plif or a readable graph file" \

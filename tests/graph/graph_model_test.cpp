@@ -485,6 +485,62 @@ kind = "Output"
   EXPECT_TRUE(torch::equal(trained.detach(), inferred));
 }
 
+// An Input node with encoding = "direct" feeds the pixel values at every
+// step, unencoded: through an identity Linear, IF neurons (threshold 1,
+// reset to 0) integrating 0.5, 0.25 and 1.0 fire 2, 1 and 4 times in 4
+// steps, for any K and partition; the setting survives the config's JSON.
+TEST(GraphModel, ADirectInputFeedsThePixelValuesAtEveryStep) {
+  const char* text = R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [3]
+encoding = "direct"
+[[nodes]]
+name = "fc"
+kind = "Linear"
+features = 3
+[[nodes]]
+name = "if0"
+kind = "IF"
+[[nodes]]
+name = "pass"
+kind = "Linear"
+features = 3
+[[nodes]]
+name = "if1"
+kind = "IF"
+v_threshold = 0.5
+[[nodes]]
+name = "output"
+kind = "Output"
+)";
+  Graph g = graph::parse_graph_text(text, "test");
+  g.nodes[1].weight = torch::eye(3);
+  g.nodes[3].weight = torch::eye(3);
+  SpikingNetwork net(graph_config(g, 4));
+  EXPECT_FALSE(net.poisson_input());
+  // (A config's JSON keeps the structure; the weights are parameters.)
+  EXPECT_FALSE(SpikingNetwork(NetworkConfig::from_json(net.config().to_json())).poisson_input());
+  const torch::Tensor x = torch::tensor({{0.5f, 0.25f, 1.0f}});
+  const torch::Tensor counts = run(net, x, {"cpu"}, 0).sum(0);
+  EXPECT_TRUE(torch::equal(counts, torch::tensor({{2.0f, 1.0f, 4.0f}}))) << counts;
+  EXPECT_TRUE(torch::equal(run(net, x, {"cpu", "cpu"}, 1, {1, 1}), run(net, x, {"cpu"}, 0)));
+  // What the encoder would give stage 0: the images themselves, T times.
+  EXPECT_TRUE(torch::equal(net.encode_input(x), x.unsqueeze(0).expand({4, 1, 3})));
+
+  g.nodes[0].encoding = "poisson";
+  EXPECT_TRUE(SpikingNetwork(graph_config(g, 4)).poisson_input());
+  g.nodes[0].encoding = "latency";
+  try {
+    SpikingNetwork bad(graph_config(g, 4));
+    FAIL() << "encoding 'latency' was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'input' (Input): encoding 'latency' is neither poisson nor direct"),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(GraphModel, NodeNamesWithDotsRun) {
   // PyTorch-made NIR files name nodes "0", "fc.1", ...
   Graph g = graph::parse_graph_text(kRecurrentSkip, "test");

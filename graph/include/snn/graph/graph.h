@@ -69,6 +69,12 @@ struct Node {
   /// or {1, 28, 28}. Delay, Scale and neuron nodes: their shape, or empty to
   /// take it from the incoming edges (a Delay on a cycle must state it).
   std::vector<int64_t> shape;
+  /// Input: how a network turns each image into its T steps of input.
+  /// "poisson" (default): rate-coded spikes, one Bernoulli draw per pixel
+  /// and step with the pixel's value as probability. "direct": the pixel
+  /// values themselves at every step, as an analog current (SpikingJelly's
+  /// CNN tutorials; the first layer then sees no encoding noise).
+  std::string encoding = "poisson";
   /// Affine, Linear, Conv2d: float32 weights and (Affine, Conv2d) bias.
   /// Undefined = not given (a human-written graph): the network initialises
   /// them from its seed, with `features` outputs (out channels for Conv2d).

@@ -121,6 +121,13 @@ class SpikingNetwork {
   /// The encoder, synapse layers and neuron layers' modules in order
   /// (for benchmarks that time them one by one).
   const PoissonEncoder& encoder() const { return encoder_; }
+  /// Whether stage 0 rate-codes the images (the Poisson encoder): true but
+  /// for a graph whose Input node says encoding = "direct", which takes the
+  /// pixel values themselves at every step.
+  bool poisson_input() const { return poisson_input_; }
+  /// The input as stage 0's first module receives it, [T, B, features]:
+  /// the encoded spikes (samples 0 .. B-1), or the images at every step.
+  torch::Tensor encode_input(const torch::Tensor& x) const;
   const std::vector<Linear>& synapses() const { return synapses_; }
   /// Every synapse module, a graph network's included, in execution order.
   std::vector<Linear> linear_layers() const;
@@ -152,6 +159,7 @@ class SpikingNetwork {
   std::shared_ptr<GraphModel> graph_model_;
   NetworkConfig config_;
   PoissonEncoder encoder_{nullptr};
+  bool poisson_input_ = true;
   std::vector<Linear> synapses_;
   std::vector<torch::nn::AnyModule> neuron_modules_;
   std::vector<std::shared_ptr<NeuronLayer>> neurons_;

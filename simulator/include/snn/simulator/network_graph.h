@@ -35,7 +35,8 @@ struct ChainModel {
 /// Validates `graph` and reads it as a chain. Throws snn::Error naming the
 /// node and why it is not simulated yet (a kind other than Affine, Linear and
 /// LIF/IF/PLIF, a node with several inputs or outputs, neuron layers with
-/// different dynamics or per-neuron parameters).
+/// different dynamics or per-neuron parameters, an Input with encoding
+/// "direct").
 ChainModel chain_model(const graph::Graph& graph);
 
 /// Reads a model file: NIR (an HDF5 file with /version and /node; steps of
