@@ -169,6 +169,7 @@ bool near(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(1.0, 
 // write_nir), when present in the node's metadata.
 struct SnnsimMeta {
   std::optional<std::string> model, surrogate;
+  std::optional<std::string> encoding;  // an Input's (snnsim_encoding); absent: rate coded
   std::optional<double> tau, w;
   std::optional<int64_t> decay_input, detach_reset;
   // The general parameters in steps as snnsim wrote them (snnsim_steps_<key>),
@@ -184,6 +185,7 @@ SnnsimMeta read_meta(const Reader& r, hid_t node, const std::string& path) {
   const std::string p = path + "/metadata";
   if (r.has(g.get(), "snnsim_model")) m.model = r.string(g.get(), "snnsim_model", p);
   if (r.has(g.get(), "snnsim_surrogate")) m.surrogate = r.string(g.get(), "snnsim_surrogate", p);
+  if (r.has(g.get(), "snnsim_encoding")) m.encoding = r.string(g.get(), "snnsim_encoding", p);
   if (r.has(g.get(), "snnsim_tau")) m.tau = r.scalar(g.get(), "snnsim_tau", p);
   for (const auto& key : hdf5::members(g.get())) {
     if (key.rfind("snnsim_steps_", 0) == 0) m.steps[key.substr(13)] = r.array(g.get(), key, p);
@@ -351,11 +353,8 @@ Node read_node(const Reader& r, hid_t g, const std::string& name, const std::str
     case NodeKind::kInput:
     case NodeKind::kOutput:
       n.shape = r.ints(g, "shape", path);
-      if (n.kind == NodeKind::kInput && r.has(g, "metadata")) {  // snnsim's own: how images become the input
-        Handle meta(H5Gopen2(g, "metadata", H5P_DEFAULT), H5Gclose);
-        if (meta.ok() && r.has(meta.get(), "snnsim_encoding")) {
-          n.encoding = r.string(meta.get(), "snnsim_encoding", path + "/metadata");
-        }
+      if (n.kind == NodeKind::kInput) {  // snnsim's own: how images become the input
+        if (auto e = read_meta(r, g, path).encoding) n.encoding = *e;
       }
       break;
     case NodeKind::kAffine:
