@@ -34,6 +34,9 @@ struct Stats {
   torch::Tensor mean, var, invstd;  // [K, C] double
 };
 
+// Four partial sums joined in a fixed order.
+double join(const double (&a)[4]) { return (a[0] + a[1]) + (a[2] + a[3]); }
+
 template <typename T>
 double sum_rows(const T* p, int64_t B, int64_t row_stride, int64_t S, double mean, bool squares) {
   double a[4] = {0, 0, 0, 0};
@@ -44,7 +47,7 @@ double sum_rows(const T* p, int64_t B, int64_t row_stride, int64_t S, double mea
       a[s & 3] += squares ? d * d : d;
     }
   }
-  return (a[0] + a[1]) + (a[2] + a[3]);
+  return join(a);
 }
 
 Stats normalise_cpu(const torch::Tensor& x4, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
@@ -124,7 +127,6 @@ std::array<torch::Tensor, 3> normalise_backward_cpu(const torch::Tensor& g4, con
             spx[s & 3] += gp * xhat;
           }
         }
-        const auto join = [](const double* a) { return (a[0] + a[1]) + (a[2] + a[3]); };
         gwp[kc] = join(sgx);
         gbp[kc] = join(sg);
         const double mean_gp = join(sp) / n, mean_gpx = join(spx) / n;
@@ -150,7 +152,7 @@ struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
                                const c10::intrusive_ptr<BatchNormGradSums>& sums, torch::Tensor running_mean,
                                torch::Tensor running_var) {
     const torch::Tensor x4 = as_kbcs(x).contiguous();
-    const int64_t K = x4.size(0), C = x4.size(2);
+    const int64_t K = x4.size(0);
     const double n = static_cast<double>(x4.size(1) * x4.size(3));
     torch::Tensor mean, var, invstd, y;  // [K, C] double; y [K, B, C, S] of x's dtype
     if (x4.is_cpu()) {
@@ -177,7 +179,6 @@ struct BatchNormFunction : torch::autograd::Function<BatchNormFunction> {
                           var[k].to(running_var.device()) * (momentum * unbiased));
       }
     }
-    (void)C;
     ctx->save_for_backward({x4, mean, invstd, weight});
     ctx->saved_data["sums"] = c10::IValue::make_capsule(sums);
     ctx->saved_data["weight"] = weight;  // the parameters themselves get their .grad written
