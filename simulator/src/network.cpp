@@ -169,9 +169,6 @@ SpikingNetwork::SpikingNetwork(const NetworkConfig& config) : config_(config) {
     PoissonEncoderOptions enc;
     enc.seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool);
     encoder_ = PoissonEncoder(enc);
-    for (const auto& n : config_.graph->nodes) {
-      if (n.kind == graph::NodeKind::kInput) poisson_input_ = n.encoding == "poisson";
-    }
     neurons_ = graph_model_->neuron_layers();
     return;
   }
@@ -252,7 +249,7 @@ ModelPipeline SpikingNetwork::make_pipeline() const {
     std::vector<torch::nn::AnyModule> modules = graph_model_->make_stages(balance);
     for (int64_t s = first; s < last; ++s) {
       torch::nn::Sequential seq;
-      if (s == 0 && poisson_input_) seq->push_back(encoder_);  // direct: the images go in as they are
+      if (s == 0 && poisson_input()) seq->push_back(encoder_);  // direct: the images go in as they are
       seq->push_back(modules[s]);
       pipe.append(seq, torch::Device(config_.devices[s]));
     }
@@ -318,9 +315,17 @@ std::vector<int64_t> balanced_partition(const std::vector<double>& costs, int64_
   return sizes;
 }
 
+bool SpikingNetwork::poisson_input() const {
+  if (!config_.graph) return true;  // a chain's input is always rate coded
+  for (const auto& n : config_.graph->nodes) {
+    if (n.kind == graph::NodeKind::kInput) return n.encoding == "poisson";
+  }
+  return true;
+}
+
 torch::Tensor SpikingNetwork::encode_input(const torch::Tensor& x) const {
   const torch::Tensor steps = x.unsqueeze(0).expand({config_.steps, x.size(0), x.size(1)});
-  if (!poisson_input_) return steps;
+  if (!poisson_input()) return steps;
   PoissonEncoder enc(PoissonEncoderOptions().seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool));
   return enc->forward(steps);
 }

@@ -124,7 +124,7 @@ class SpikingNetwork {
   /// Whether stage 0 rate-codes the images (the Poisson encoder): true but
   /// for a graph whose Input node says encoding = "direct", which takes the
   /// pixel values themselves at every step.
-  bool poisson_input() const { return poisson_input_; }
+  bool poisson_input() const;
   /// The input as stage 0's first module receives it, [T, B, features]:
   /// the encoded spikes (samples 0 .. B-1), or the images at every step.
   torch::Tensor encode_input(const torch::Tensor& x) const;
@@ -159,7 +159,6 @@ class SpikingNetwork {
   std::shared_ptr<GraphModel> graph_model_;
   NetworkConfig config_;
   PoissonEncoder encoder_{nullptr};
-  bool poisson_input_ = true;
   std::vector<Linear> synapses_;
   std::vector<torch::nn::AnyModule> neuron_modules_;
   std::vector<std::shared_ptr<NeuronLayer>> neurons_;
