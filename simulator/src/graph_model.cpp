@@ -17,6 +17,7 @@
 #include "snn/neurons/batch_norm.h"
 #include "snn/neurons/conv2d.h"
 #include "snn/neurons/general_neuron.h"
+#include "snn/neurons/windows.h"
 #include "snn/simulator/neuron_sim.h"
 
 namespace snn {
@@ -194,6 +195,9 @@ int64_t numel(const std::vector<int64_t>& s) {
   return n;
 }
 
+// A node's (y, x) setting as the kernels take it.
+std::array<int64_t, 2> pair(const std::vector<int64_t>& v) { return {v[0], v[1]}; }
+
 std::vector<int64_t> with_time(int64_t K, int64_t B, const std::vector<int64_t>& shape) {
   std::vector<int64_t> d{K, B};
   d.insert(d.end(), shape.begin(), shape.end());
@@ -224,7 +228,6 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
       // path's below, and faster at any density (snn/neurons/conv2d.h).
       const bool records_grad = torch::GradMode::is_enabled() && (*fcs[0])->weight.requires_grad();
       if (!records_grad && (*fcs[0])->weight.is_cpu() && functional::conv2d_event_pays(x)) {
-        const auto pair = [](const std::vector<int64_t>& v) { return std::array<int64_t, 2>{v[0], v[1]}; };
         std::vector<torch::Tensor> parts;
         for (int64_t j = 0; j < n.groups; ++j) {
           const Linear& fc = *fcs[static_cast<size_t>(j)];
@@ -238,9 +241,8 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
       }
       // im2col copies values; the sums are snn::Linear's, fixed-order per row.
       const auto conv = [&](const torch::Tensor& xg, Linear& fc) {
-        const torch::Tensor cols = torch::nn::functional::unfold(
-            xg, torch::nn::functional::UnfoldFuncOptions(n.kernel_size).dilation(n.dilation).padding(n.padding).stride(n.stride));
-        return fc->forward(cols.transpose(1, 2).reshape({-1, cols.size(1)}));  // [K B L, Cout / groups]
+        const torch::Tensor rows = functional::im2rows(xg, pair(n.kernel_size), pair(n.stride), pair(n.padding), pair(n.dilation));
+        return fc->forward(rows);  // [K B L, Cout / groups]
       };
       torch::Tensor y;
       if (n.groups == 1) {
@@ -265,8 +267,7 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
     case NodeKind::kMaxPool2d: {
       const auto& is = shapes.input.at(n.name);
       const torch::Tensor x = in.reshape({K * B, is[0], is[1], is[2]});
-      return torch::nn::functional::max_pool2d(
-                 x, torch::nn::functional::MaxPool2dFuncOptions(n.kernel_size).stride(n.stride).padding(n.padding))
+      return functional::max_pool2d(x, pair(n.kernel_size), pair(n.stride), pair(n.padding))
           .reshape(with_time(K, B, out_shape));
     }
     case NodeKind::kFlatten:
