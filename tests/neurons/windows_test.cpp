@@ -46,6 +46,7 @@ bool same_bits(const torch::Tensor& a, const torch::Tensor& b) {
 
 const std::vector<Window> pool_cases = {
     {3, 8, 8, {2, 2}, {2, 2}, {0, 0}, {1, 1}},     // the CNN's pool
+    {2, 7, 9, {2, 2}, {2, 2}, {0, 0}, {1, 1}},     // the same on odd sizes (a row and a column left over)
     {2, 9, 7, {3, 3}, {2, 2}, {1, 1}, {1, 1}},     // overlapping, padded, odd sizes
     {2, 6, 10, {2, 3}, {1, 2}, {1, 0}, {1, 1}},    // uneven kernel and stride
     {1, 5, 5, {5, 5}, {1, 1}, {2, 2}, {1, 1}},     // every window overlaps every other
@@ -74,19 +75,23 @@ TEST(MaxPool2d, GivesLibTorchsValuesAndGradientsBitForBit) {
 }
 
 TEST(MaxPool2d, TakesNaNsAndInfinitiesAsLibTorchDoes) {
-  const Window c{1, 4, 4, {2, 2}, {1, 1}, {1, 1}, {1, 1}};
   torch::Tensor x0 = torch::zeros({1, 1, 4, 4});
   x0[0][0][0][1] = std::numeric_limits<float>::quiet_NaN();
   x0[0][0][1][1] = std::numeric_limits<float>::quiet_NaN();
   x0[0][0][2].fill_(-std::numeric_limits<float>::infinity());
   x0[0][0][3][3] = std::numeric_limits<float>::infinity();
-  const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
-  const torch::Tensor ya = functional::max_pool2d(xa, c.kernel, c.stride, c.padding);
-  const torch::Tensor yb = torch::max_pool2d(xb, {2, 2}, {1, 1}, {1, 1});
-  ASSERT_TRUE(same_bits(ya, yb));
-  ya.sum().backward();
-  yb.sum().backward();
-  EXPECT_TRUE(same_bits(xa.grad(), xb.grad()));
+  // Overlapping padded windows, and the 2 x 2 pool's own loop.
+  for (const int64_t s : {1, 2}) {
+    const A2 stride{s, s}, padding{2 - s, 2 - s};
+    SCOPED_TRACE("stride " + std::to_string(s));
+    const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
+    const torch::Tensor ya = functional::max_pool2d(xa, {2, 2}, stride, padding);
+    const torch::Tensor yb = torch::max_pool2d(xb, {2, 2}, {s, s}, {2 - s, 2 - s});
+    ASSERT_TRUE(same_bits(ya, yb));
+    ya.sum().backward();
+    yb.sum().backward();
+    EXPECT_TRUE(same_bits(xa.grad(), xb.grad()));
+  }
 }
 
 TEST(MaxPool2d, DoesNotDependOnThreads) {
