@@ -13,7 +13,9 @@
 #include <set>
 #include <sstream>
 
+#include "population_loops.h"
 #include "random_stream.h"
+#include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
 #include "snn/core/message_number.h"
 
@@ -22,6 +24,7 @@ namespace snn::populations {
 using detail::Purpose;
 using detail::RandomStream;
 using detail::draw;
+using detail::IafUpdate;
 using neurons::detail::IafCoeffs;
 
 namespace {
@@ -184,6 +187,7 @@ struct Population {
   IafCoeffs<double> c;
   double e_l;
   std::vector<double> i_e;  // each neuron's constant current (c.i_e plus its own)
+  bool own_i_e = false;     // some neurons have their own (otherwise all have c.i_e)
   std::vector<Route> out;   // projections leaving it
   // DC generators onto it: (first step given, first step not given, pA);
   // a current given at step k acts from step k + 1.
@@ -237,8 +241,11 @@ class Trial {
   // voltmeter traces (they differ when the run starts at a later trial).
   Trial(const std::vector<Population>& pops, const std::vector<Drive>& drives, int64_t n, int64_t d, int64_t trial,
         int64_t row, uint64_t input_seed)
-      : pops_(pops), drives_(drives), n_(n), d_(d), trial_(trial), row_(row), seed_(input_seed), v_(n, 0.0), i0_(n, 0.0), i_ex_(n, 0.0),
-        i_in_(n, 0.0), ring_ex_(d * n, 0.0), ring_in_(d * n, 0.0), ref_(n, 0), flags_(n, 0) {
+      : pops_(pops), drives_(drives), n_(n), d_(d), trial_(trial), row_(row), seed_(input_seed),
+        stride_((n + 7) / 8 * 8), v_(zeros(n, torch::kDouble)), i0_(zeros(n, torch::kDouble)), i_ex_(zeros(n, torch::kDouble)),
+        i_in_(zeros(n, torch::kDouble)), ring_ex_(zeros(d * stride_, torch::kDouble)),
+        ring_in_(zeros(d * stride_, torch::kDouble)), ref_(zeros(n, torch::kLong)), flags_(zeros(n, torch::kLong)),
+        ids_(n, 0), loops_(cpu_loops()) {
     // Initial potentials: neuron i of population p takes words 4i.. of stream (trial; p).
     for (size_t p = 0; p < pops.size(); ++p) {
       const auto& init = pops[p].v_init;
@@ -246,7 +253,7 @@ class Trial {
       for (int64_t i = 0; i < pops[p].size; ++i) {
         RandomStream stream(seed_, Purpose::kInitial, static_cast<uint32_t>(p), static_cast<uint64_t>(trial));
         stream.seek(static_cast<uint64_t>(4 * i));
-        v_[pops[p].first + i] = draw(*init, stream) - pops[p].e_l;
+        v_.data_ptr<double>()[pops[p].first + i] = draw(*init, stream) - pops[p].e_l;
       }
     }
   }
@@ -256,8 +263,8 @@ class Trial {
   // traces[p]: population p's voltmeter [trials, steps, width] and its width, or null.
   void update(int64_t t, int64_t lo, int64_t hi, std::vector<int32_t>& fired,
               const std::vector<std::pair<double*, int64_t>>& traces, int64_t steps) {
-    double* ex = ring_ex_.data() + (t % d_) * n_;
-    double* in = ring_in_.data() + (t % d_) * n_;
+    double* ex = ring_ex_.data_ptr<double>() + (t % d_) * stride_;
+    double* in = ring_in_.data_ptr<double>() + (t % d_) * stride_;
     for (size_t k = 0; k < drives_.size(); ++k) {
       const Drive& dr = drives_[k];
       const int64_t a = std::max(lo, dr.first) - dr.first, b = std::min(hi, dr.first + dr.size) - dr.first;
@@ -280,27 +287,28 @@ class Trial {
       const int64_t a = std::max(lo, pop.first), b = std::min(hi, pop.first + pop.size);
       const int64_t trace_width = traces[p].second;
       double* trace = traces[p].first ? traces[p].first + (row_ * steps + t) * trace_width : nullptr;
-      // The step of every neuron first (a loop the compiler can vectorise),
-      // then the spikes collected.
-      uint8_t* flag = flags_.data();
-      const double* i_e = pop.i_e.data() - pop.first;
-      double *v = v_.data(), *i_ex = i_ex_.data(), *i_in = i_in_.data();
-      int32_t* ref = ref_.data();
-      const IafCoeffs<double> c = pop.c;
-      double dc = 0.0;  // the currents given at this step
-      for (const auto& d : pop.dc) dc += t >= d.from && t < d.to ? d.amplitude : 0.0;
-      double* i0 = i0_.data();
-      for (int64_t g = a; g < b; ++g) {
-        double h;
-        flag[g] = neurons::detail::iaf_step<double>(ex[g], in[g], dc, i_e[g], v[g], i_ex[g], i_in[g], i0[g], ref[g], h, c);
-        ex[g] = 0.0;
-        in[g] = 0.0;
-      }
-      for (int64_t g = a; g < b; ++g) {
-        if (flag[g]) fired.push_back(static_cast<int32_t>(g));
+      IafUpdate u;
+      u.c = pop.c;
+      u.ex = ex;
+      u.in = in;
+      u.has_dc = !pop.dc.empty();
+      for (const auto& d : pop.dc) u.dc += t >= d.from && t < d.to ? d.amplitude : 0.0;  // the currents given at this step
+      u.own_i_e = pop.own_i_e;
+      u.i_e = pop.i_e.data() - pop.first;
+      u.v = v_.data_ptr<double>();
+      u.i_ex = i_ex_.data_ptr<double>();
+      u.i_in = i_in_.data_ptr<double>();
+      u.i0 = i0_.data_ptr<double>();
+      u.ref = ref_.data_ptr<int64_t>();
+      u.flags = flags_.data_ptr<int64_t>();
+      if (a < b) {
+        // Ranges of threads sharing the trial are disjoint, and so are their parts of ids_.
+        int32_t* ids = ids_.data() + a;
+        const int64_t count = SNN_ISA_CALL(loops_, snn::populations::detail, iaf_update(u, a, b, ids));
+        fired.insert(fired.end(), ids, ids + count);
       }
       if (trace) {
-        for (int64_t g = a; g < std::min(b, pop.first + trace_width); ++g) trace[g - pop.first] = v[g] + pop.e_l;
+        for (int64_t g = a; g < std::min(b, pop.first + trace_width); ++g) trace[g - pop.first] = u.v[g] + pop.e_l;
       }
     }
   }
@@ -325,7 +333,7 @@ class Trial {
           }
           events += q1 - q0;
           if (!r.delays && r.buffer != Buffer::kBySign) {
-            double* base = (r.buffer == Buffer::kEx ? ring_ex_ : ring_in_).data() + ((t + r.delay) % d_) * n_ +
+            double* base = (r.buffer == Buffer::kEx ? ring_ex_ : ring_in_).data_ptr<double>() + ((t + r.delay) % d_) * stride_ +
                            r.target_first;
             for (int64_t q = q0; q < q1; ++q) base[r.targets[q]] += static_cast<double>(r.weights[q]);
           } else {
@@ -333,7 +341,7 @@ class Trial {
               const double w = r.weights[q];
               const int64_t slot = (t + (r.delays ? r.delays[q] : r.delay)) % d_;
               const bool inhibitory = r.buffer == Buffer::kIn || (r.buffer == Buffer::kBySign && w < 0);
-              (inhibitory ? ring_in_ : ring_ex_)[slot * n_ + r.target_first + r.targets[q]] += w;
+              (inhibitory ? ring_in_ : ring_ex_).data_ptr<double>()[slot * stride_ + r.target_first + r.targets[q]] += w;
             }
           }
         }
@@ -347,9 +355,16 @@ class Trial {
   const std::vector<Drive>& drives_;
   int64_t n_, d_, trial_, row_;
   uint64_t seed_;
-  std::vector<double> v_, i0_, i_ex_, i_in_, ring_ex_, ring_in_;  // i0_: the DC current in effect
-  std::vector<int32_t> ref_;
-  std::vector<uint8_t> flags_;  // this step's spikes, before they are collected
+  // LibTorch's CPU allocator aligns to 64 bytes: the neuron loop's
+  // AVX-512 loads and stores then stay within a cache line each (they
+  // would straddle two with std::vector's 16-byte alignment).
+  static torch::Tensor zeros(int64_t n, torch::ScalarType dtype) { return torch::zeros({n}, dtype); }
+  int64_t stride_;  // a ring slot's length: n rounded up to 8 doubles, so every slot is aligned too
+  torch::Tensor v_, i0_, i_ex_, i_in_, ring_ex_, ring_in_;  // double; i0_: the DC current in effect
+  torch::Tensor ref_;           // int64 (population_loops.h says why)
+  torch::Tensor flags_;         // int64: this step's spikes, before they are collected
+  std::vector<int32_t> ids_;    // and their ids
+  CpuLoops loops_;              // the build of population_loops.cpp that runs
 };
 
 }  // namespace
@@ -385,6 +400,7 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
     if (spec.neuron.I_e_neurons().defined()) {
       const torch::Tensor own = spec.neuron.I_e_neurons().to(torch::kDouble).contiguous();
       for (int64_t i = 0; i < spec.size; ++i) pops[p].i_e[i] += own.data_ptr<double>()[i];
+      pops[p].own_i_e = true;
     }
   }
   // psc_delta sums every input into one buffer; psc_exp keeps the signs apart.

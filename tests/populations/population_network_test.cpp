@@ -12,6 +12,7 @@
 #include <string>
 
 #include "snn/core/error.h"
+#include "support/cpu_builds.h"
 #include "support/test_util.h"
 #include "snn/populations/population_network.h"
 
@@ -183,6 +184,54 @@ TEST(PopulationNetwork, BrunelAsynchronousIrregularState) {
   EXPECT_NEAR(rate_i, rate_e, 0.3 * rate_e) << "E and I receive the same input statistics";
   // In-degrees are fixed, out-degrees drawn: on average 250 synapses per spike.
   EXPECT_NEAR(static_cast<double>(r.synaptic_events) / r.spike_count, 250, 2.5);
+}
+
+// CUBA's shape (psc_exp, both signs, random initial potentials, a DC
+// window) beside a psc_delta population with a floor, a drive and
+// per-neuron currents: sizes that leave a remainder in every vector width.
+PopulationNetworkSpec mixed_network() {
+  PopulationNetworkSpec spec;
+  const IafOptions exp_neuron = IafOptions(IafModel::kPscExp).tau_m(20.0).t_ref(5.0).E_L(-49.0).V_th(-50.0)
+                                    .V_reset(-60.0).tau_syn_ex(5.0).tau_syn_in(10.0);
+  spec.populations.push_back({"E", 403, exp_neuron, Distribution::uniform(-60.0, -50.0)});
+  spec.populations.push_back({"I", 101, exp_neuron, Distribution::uniform(-60.0, -50.0)});
+  const torch::Tensor own = torch::linspace(0.0, 50.0, 77, torch::kDouble);
+  spec.populations.push_back({"D", 77, IafOptions(IafModel::kPscDelta).V_min(-72.0).I_e_neurons(own)});
+  ConnectionSpec p;
+  p.rule = ConnectionRule::kPairwiseBernoulli;
+  p.p = 0.1;
+  for (const char* target : {"E", "I"}) {
+    spec.projections.push_back({"E", target, p, SynapseSpec{Distribution::constant(20.25), Distribution::constant(0.1)}});
+    spec.projections.push_back({"I", target, p, SynapseSpec{Distribution::constant(-112.5), Distribution::constant(0.3)}});
+  }
+  spec.projections.push_back({"E", "D", p, SynapseSpec{Distribution::uniform(-3.0, 4.0), Distribution::uniform(0.1, 1.0)}});
+  spec.drives.push_back({"noise", "D", 8000.0, 0.4});
+  spec.currents.push_back({"pulse", "E", 40.0, 20.0, 40.0, 0.0});
+  return spec;
+}
+
+TEST(PopulationNetwork, EveryCpuBuildGivesTheSameSpikesAndPotentials) {
+  const PopulationNetwork net(mixed_network(), 5);
+  PopulationRunOptions o;
+  o.steps = 2000;
+  o.trials = 2;
+  o.record_v = {"E", "I", "D"};
+  o.voltmeter_neurons = 1000;
+  std::vector<PopulationRunResult> runs;
+  for (const CpuIsa isa : test::cpu_builds()) {
+    const test::CpuIsaScope scope(isa);
+    runs.push_back(net.simulate(o));
+  }
+  for (size_t k = 1; k < runs.size(); ++k) {
+    for (size_t p = 0; p < 3; ++p) {
+      const std::string what = "build " + std::to_string(k) + ", population " + std::to_string(p);
+      EXPECT_EQ(runs[k].spikes[p].trial, runs[0].spikes[p].trial) << what;
+      EXPECT_EQ(runs[k].spikes[p].step, runs[0].spikes[p].step) << what;
+      EXPECT_EQ(runs[k].spikes[p].neuron, runs[0].spikes[p].neuron) << what;
+      EXPECT_TRUE(torch::equal(runs[k].v[p], runs[0].v[p])) << what;
+    }
+  }
+  for (size_t p = 0; p < 3; ++p) EXPECT_GT(runs[0].spikes[p].size(), 50) << "population " << p << " tests little";
 }
 
 TEST(PopulationNetwork, BadModelsNameTheEntry) {
