@@ -25,6 +25,7 @@ using detail::Purpose;
 using detail::RandomStream;
 using detail::draw;
 using detail::IafUpdate;
+using neurons::detail::IafKind;
 using neurons::detail::IafCoeffs;
 
 namespace {
@@ -242,10 +243,10 @@ class Trial {
   Trial(const std::vector<Population>& pops, const std::vector<Drive>& drives, int64_t n, int64_t d, int64_t trial,
         int64_t row, uint64_t input_seed)
       : pops_(pops), drives_(drives), n_(n), d_(d), trial_(trial), row_(row), seed_(input_seed),
-        stride_((n + 7) / 8 * 8), v_(zeros(n, torch::kDouble)), i0_(zeros(n, torch::kDouble)), i_ex_(zeros(n, torch::kDouble)),
-        i_in_(zeros(n, torch::kDouble)), ring_ex_(zeros(d * stride_, torch::kDouble)),
-        ring_in_(zeros(d * stride_, torch::kDouble)), ref_(zeros(n, torch::kLong)), flags_(zeros(n, torch::kLong)),
-        ids_(n, 0), loops_(cpu_loops()) {
+        stride_((n + 7) / 8 * 8), v_(zeros(n, torch::kDouble)), i0_(zeros(any_dc(pops) ? n : 0, torch::kDouble)),
+        i_ex_(zeros(any_exp(pops) ? n : 0, torch::kDouble)), i_in_(zeros(any_exp(pops) ? n : 0, torch::kDouble)),
+        ring_ex_(zeros(d * stride_, torch::kDouble)), ring_in_(zeros(any_exp(pops) ? d * stride_ : 0, torch::kDouble)),
+        ref_(zeros(n, torch::kLong)), flags_(zeros(n, torch::kLong)), ids_(n, 0), loops_(cpu_loops()) {
     // Initial potentials: neuron i of population p takes words 4i.. of stream (trial; p).
     for (size_t p = 0; p < pops.size(); ++p) {
       const auto& init = pops[p].v_init;
@@ -359,6 +360,16 @@ class Trial {
   // AVX-512 loads and stores then stay within a cache line each (they
   // would straddle two with std::vector's 16-byte alignment).
   static torch::Tensor zeros(int64_t n, torch::ScalarType dtype) { return torch::zeros({n}, dtype); }
+  // What only some models use is allocated only where one of them is in the
+  // network (the neuron loop touches it only for those): synaptic currents
+  // and the inhibitory ring for iaf_psc_exp (iaf_psc_delta sums every input
+  // into the excitatory ring), the DC current in effect for [[dc]] targets.
+  static bool any_exp(const std::vector<Population>& pops) {
+    return std::any_of(pops.begin(), pops.end(), [](const Population& p) { return p.c.kind == IafKind::kPscExp; });
+  }
+  static bool any_dc(const std::vector<Population>& pops) {
+    return std::any_of(pops.begin(), pops.end(), [](const Population& p) { return !p.dc.empty(); });
+  }
   int64_t stride_;  // a ring slot's length: n rounded up to 8 doubles, so every slot is aligned too
   torch::Tensor v_, i0_, i_ex_, i_in_, ring_ex_, ring_in_;  // double; i0_: the DC current in effect
   torch::Tensor ref_;           // int64 (population_loops.h says why)
