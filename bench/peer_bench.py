@@ -13,10 +13,25 @@ snnTorch's Leaky is v = beta v + I with beta = 1 - 1/tau; SpikingJelly's LIF
 is v = v + (I - v) / tau, so snnTorch gets the weights divided by tau, and
 a zero reset (its reset acts one step later: rates differ slightly).
 
+With --conv, a spiking CNN instead: the graph network of a checkpoint of
+`snnsim train --model` (a chain of Input, Conv2d, BatchNorm, LIF or IF,
+MaxPool2d or AvgPool2d, Flatten, Dropout, Affine or Linear, Output nodes;
+by default examples/graphs/mnist_cnn.toml trained for one epoch on 2,000
+digits, so that it fires as a trained network does). snnsim's figure is
+the evaluation time `snnsim run --summary` reports (the loop over the
+batches, without start-up and loading); SpikingJelly runs the same layers
+in multi-step mode (BatchNorm in eval mode), snnTorch steps its Leaky
+neurons one step at a time (IF: beta 1; LIF: as above, the synapses
+scaled by 1 / tau). The input is direct (the pixel values at every step),
+as the CNN's Input node says, so snnsim and SpikingJelly see the same
+input; their predictions are compared as a check that they run the same
+network.
+
 Run it with .venv/bin/python (SpikingJelly 0.0.0.0.14 and snnTorch) and with
 .venv-peers/bin/python (SpikingJelly 2.0, no snnTorch).
 
 Usage: peer_bench.py SNNSIM [--threads N] [--batches 64,1] [--T 100] [--reps 3] [--checkpoint F]
+       peer_bench.py SNNSIM --conv [--checkpoint CNN.h5] [--threads N] [--batches 64,1] [--samples 256] [--reps 3]
 """
 import argparse
 import gzip
@@ -103,6 +118,187 @@ def snntorch_run(weights, biases, x, T, tau):
     return run, rate
 
 
+# ---- --conv: a spiking CNN from a graph checkpoint ----
+
+def cnn_layers(ckpt):
+    """The checkpoint's chain of graph nodes (config JSON) and its tensors."""
+    with h5py.File(ckpt, "r") as f:
+        config = json.loads(f.attrs["config"])
+        tensors = {f"{group}/{k}": torch.from_numpy(f[group][k][()]) for group in ("parameters", "buffers")
+                   if group in f for k in f[group]}
+    nodes = config.get("graph", {}).get("nodes")
+    if not nodes:
+        sys.exit(f"peer_bench: {ckpt} holds no graph network (--conv needs a checkpoint of snnsim train --model)")
+    previous = None
+    for n in nodes:
+        if n["kind"] != "Input" and n.get("from", [previous]) != [previous]:
+            sys.exit(f"peer_bench: node '{n['name']}' of {ckpt} is not a chain's next node (--conv takes chains)")
+        previous = n["name"]
+    if nodes[0].get("encoding") != "direct":
+        sys.exit(f"peer_bench: {ckpt}'s input is rate coded: --conv compares direct inputs (the same for all peers)")
+    return nodes, tensors, config["steps"]
+
+
+def cnn_modules(nodes, tensors, framework):
+    """torch modules of the chain for SpikingJelly (multi-step) or snnTorch (per step)."""
+    import inspect
+    if framework == "spikingjelly":
+        from spikingjelly.activation_based import layer, neuron
+    else:
+        import snntorch as snn
+    mods, channels = [], nodes[0]["shape"][0]
+    scale = 1.0  # snnTorch: the synapses before a LIF scaled by 1 / tau (its Leaky adds the input undecayed)
+    for n in nodes:
+        kind, name = n["kind"], n["name"]
+        if kind in ("LIF", "IF"):
+            tau = n.get("tau", 2.0) if kind == "LIF" else None
+            if framework == "spikingjelly":
+                args = dict(v_threshold=n.get("v_threshold", 1.0), v_reset=n.get("v_reset", 0.0), step_mode="m")
+                if "backend" in inspect.signature(neuron.IFNode.__init__).parameters:
+                    args["backend"] = "torch"
+                mods.append(neuron.LIFNode(tau=tau, decay_input=n.get("decay_input", True), **args) if tau
+                            else neuron.IFNode(**args))
+            else:
+                mods.append(snn.Leaky(beta=1.0 - 1.0 / tau if tau else 1.0, threshold=n.get("v_threshold", 1.0),
+                                      reset_mechanism="zero"))
+        elif kind == "Conv2d":
+            w = tensors[f"parameters/{name}.weight"]
+            out, k = n["features"], n["kernel_size"]
+            conv = torch.nn.Conv2d(channels, out, k, n["stride"], n["padding"], n["dilation"], n["groups"],
+                                   bias=f"parameters/{name}.bias" in tensors)
+            conv.weight.data.copy_(w.reshape(conv.weight.shape))
+            if conv.bias is not None:
+                conv.bias.data.copy_(tensors[f"parameters/{name}.bias"])
+            mods.append(conv)
+            channels = out
+        elif kind == "BatchNorm":
+            bn = torch.nn.BatchNorm2d(channels, eps=n.get("eps", 1e-5))
+            bn.weight.data.copy_(tensors[f"parameters/{name}.weight"])
+            bn.bias.data.copy_(tensors[f"parameters/{name}.bias"])
+            bn.running_mean.copy_(tensors[f"buffers/{name}.running_mean"])
+            bn.running_var.copy_(tensors[f"buffers/{name}.running_var"])
+            mods.append(bn.eval())
+        elif kind in ("MaxPool2d", "AvgPool2d"):
+            cls = torch.nn.MaxPool2d if kind == "MaxPool2d" else torch.nn.AvgPool2d
+            mods.append(cls(n["kernel_size"], n["stride"], n["padding"]))
+        elif kind == "Flatten":
+            mods.append(torch.nn.Flatten())
+        elif kind in ("Affine", "Linear"):
+            w = tensors[f"parameters/{name}.weight"]
+            fc = torch.nn.Linear(w.shape[1], w.shape[0], bias=f"parameters/{name}.bias" in tensors)
+            fc.weight.data.copy_(w)
+            if fc.bias is not None:
+                fc.bias.data.copy_(tensors[f"parameters/{name}.bias"])
+            mods.append(fc)
+        elif kind in ("Input", "Output", "Dropout"):
+            continue  # Dropout does nothing at inference
+        else:
+            sys.exit(f"peer_bench: --conv does not know node kind {kind} ('{name}')")
+    if framework == "snntorch":
+        # Each Leaky's input scaled by 1 / tau: the last affine module before it takes the factor.
+        for i, m in enumerate(mods):
+            if hasattr(m, "beta") and float(m.beta) < 1.0:
+                tau = 1.0 / (1.0 - float(m.beta))
+                j = max(k for k in range(i) if isinstance(mods[k], (torch.nn.Conv2d, torch.nn.Linear,
+                                                                     torch.nn.BatchNorm2d)))
+                lin = mods[j]
+                with torch.no_grad():
+                    lin.weight.div_(tau)
+                    if lin.bias is not None:
+                        lin.bias.div_(tau)
+    return mods
+
+
+def spikingjelly_cnn(nodes, tensors, x, T):
+    from spikingjelly.activation_based import functional, layer
+    wrapped = [m if hasattr(m, "step_mode") else layer.SeqToANNContainer(m)
+               for m in cnn_modules(nodes, tensors, "spikingjelly")]
+    net = torch.nn.Sequential(*wrapped).eval()
+    out = {}
+
+    def run():
+        with torch.no_grad():
+            functional.reset_net(net)
+            counts = net(x.unsqueeze(0).repeat(T, 1, 1, 1, 1)).sum(0)
+            out["predicted"] = counts.argmax(1)
+    return run, out
+
+
+def snntorch_cnn(nodes, tensors, x, T):
+    mods = cnn_modules(nodes, tensors, "snntorch")
+    out = {}
+
+    def run():
+        with torch.no_grad():
+            mems = [m.init_leaky() if hasattr(m, "init_leaky") else None for m in mods]
+            counts = 0
+            for _ in range(T):
+                s = x
+                for i, m in enumerate(mods):
+                    if mems[i] is not None:
+                        s, mems[i] = m(s, mems[i])
+                    else:
+                        s = m(s)
+                counts = counts + s
+            out["predicted"] = counts.argmax(1)
+    return run, out
+
+
+def snnsim_cnn(args, ckpt, B, tmp):
+    """Seconds per batch of B from `snnsim run`'s own timing, best of --reps."""
+    summary = os.path.join(tmp, "run.json")
+    best = float("inf")
+    for _ in range(args.reps + 1):  # the first run warms the caches
+        subprocess.run([args.snnsim, "run", "--checkpoint", ckpt, "--limit", str(args.samples), "--batch-size", str(B),
+                        "--threads", str(args.threads), "--summary", summary], check=True, capture_output=True)
+        with open(summary) as f:
+            best = min(best, json.load(f)["seconds"])
+    return best * B / args.samples
+
+
+def conv_main(args, sj_version):
+    with tempfile.TemporaryDirectory() as tmp:
+        ckpt = args.checkpoint
+        if not ckpt:
+            ckpt = os.path.join(tmp, "cnn.h5")
+            print("peer_bench: training examples/graphs/mnist_cnn.toml for one epoch on 2,000 digits ...")
+            subprocess.run([args.snnsim, "train", "--model", os.path.join(ROOT, "examples", "graphs", "mnist_cnn.toml"),
+                            "--epochs", "1", "--limit", "2000", "--T", "4", "--lr", "0.002", "--threads",
+                            str(args.threads), "--checkpoint", ckpt], check=True, capture_output=True)
+        nodes, tensors, T = cnn_layers(ckpt)
+        x_all = idx_images(os.path.join(ROOT, "datasets", "mnist", "t10k-images-idx3-ubyte.gz"), args.samples)
+        x_all = x_all.reshape(args.samples, *nodes[0]["shape"])
+        shape = "-".join(f"{n['kind']}" for n in nodes[1:-1])
+        for B in [int(b) for b in args.batches.split(",")]:
+            if args.samples % B:
+                sys.exit(f"peer_bench: --samples {args.samples} is not a multiple of the batch {B}")
+            ours = snnsim_cnn(args, ckpt, B, tmp)
+            entries = [("snnsim (snnsim run)", ours, None)]
+            for name, make in ((f"SpikingJelly {sj_version} (multi-step)", spikingjelly_cnn), ("snnTorch", snntorch_cnn)):
+                try:
+                    runs = [make(nodes, tensors, x_all[i:i + B], T) for i in range(0, args.samples, B)]
+                except ImportError as e:
+                    print(f"peer_bench: skipping {name}: {e}")
+                    continue
+                sec = best_of(args.reps, lambda: [run() for run, _ in runs]) * B / args.samples
+                predicted = torch.cat([o["predicted"] for _, o in runs])
+                entries.append((name, sec, predicted))
+            print(f"\nB = {B}, {shape}, T = {T}, {args.samples} test digits, threads {args.threads}")
+            print(f"{'':34} {'ms/batch':>10} {'samples/s':>10} {'snnsim is':>10}")
+            for name, sec, _ in entries:
+                print(f"{name:34} {1e3 * sec:10.2f} {B / sec:10.1f} {sec / ours:9.2f}x")
+        # The check that the peers run the same network: snnsim's predictions.
+        pred_file = os.path.join(tmp, "pred.h5")
+        subprocess.run([args.snnsim, "run", "--checkpoint", ckpt, "--limit", str(args.samples), "--output", pred_file,
+                        "--overwrite", "--threads", str(args.threads)], check=True, capture_output=True)
+        with h5py.File(pred_file, "r") as f:
+            ours_pred = torch.from_numpy(f["samples/predicted"][()].astype(np.int64))
+        for name, _, predicted in entries[1:]:
+            agree = (predicted == ours_pred).float().mean().item()
+            print(f"{name}: the same prediction as snnsim for {100 * agree:.1f}% of the digits")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("snnsim")
@@ -111,6 +307,8 @@ def main():
     ap.add_argument("--T", type=int, default=100)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--checkpoint", default="")
+    ap.add_argument("--conv", action="store_true", help="a spiking CNN from a graph checkpoint (see above)")
+    ap.add_argument("--samples", type=int, default=256, help="--conv: test digits per timing (a multiple of each batch)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     try:
@@ -118,8 +316,10 @@ def main():
         sj_version = version("spikingjelly")
     except Exception:
         sj_version = "(not installed)"
-    print(f"peer_bench: threads {args.threads}, T {args.T}; torch {torch.__version__} "
-          f"({'MKL' if torch.backends.mkl.is_available() else 'no MKL'}); {os.cpu_count()} CPUs")
+    print(f"peer_bench: threads {args.threads}, T {'of the checkpoint' if args.conv else args.T}; torch "
+          f"{torch.__version__} ({'MKL' if torch.backends.mkl.is_available() else 'no MKL'}); {os.cpu_count()} CPUs")
+    if args.conv:
+        return conv_main(args, sj_version)
     with tempfile.TemporaryDirectory() as tmp:
         for B in [int(b) for b in args.batches.split(",")]:
             weights_file = os.path.join(tmp, f"w{B}.h5")
