@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -324,6 +325,25 @@ kind = "Output"
   Graph groups = g;
   groups.node("conv").groups = 3;
   EXPECT_NE(problem(groups).find("groups 3 do not divide the 1 input channels"), std::string::npos) << problem(groups);
+}
+
+TEST(GraphText, ShippedExampleGraphsReadAndValidate) {
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(SNN_EXAMPLES_DIR "/graphs")) {
+    if (entry.path().extension() != ".toml") continue;
+    SCOPED_TRACE(entry.path().string());
+    ASSERT_NO_THROW(read_graph_text(entry.path().string()).validate());
+    ++files;
+  }
+  EXPECT_GE(files, 6);
+  // SpikingJelly's Fashion-MNIST tutorial network, layer for layer.
+  const GraphShapes s = read_graph_text(SNN_EXAMPLES_DIR "/graphs/fashion_cnn.toml").validate();
+  EXPECT_EQ(s.output.at("conv1"), (std::vector<int64_t>{128, 28, 28}));
+  EXPECT_EQ(s.output.at("pool1"), (std::vector<int64_t>{128, 14, 14}));
+  EXPECT_EQ(s.output.at("pool2"), (std::vector<int64_t>{128, 7, 7}));
+  EXPECT_EQ(s.output.at("flat"), (std::vector<int64_t>{6272}));
+  EXPECT_EQ(s.output.at("fc1"), (std::vector<int64_t>{2048}));
+  EXPECT_EQ(s.output.at("output"), (std::vector<int64_t>{10}));
 }
 
 TEST(NirFile, EveryKindWrittenAndReadBackUnchanged) {
