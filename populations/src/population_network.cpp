@@ -242,7 +242,7 @@ class Trial {
   // voltmeter traces (they differ when the run starts at a later trial).
   Trial(const std::vector<Population>& pops, const std::vector<Drive>& drives, int64_t n, int64_t d, int64_t trial,
         int64_t row, uint64_t input_seed)
-      : pops_(pops), drives_(drives), n_(n), d_(d), trial_(trial), row_(row), seed_(input_seed),
+      : pops_(pops), drives_(drives), d_(d), trial_(trial), row_(row), seed_(input_seed),
         stride_((n + 7) / 8 * 8), v_(zeros(n, torch::kDouble)), i0_(zeros(any_dc(pops) ? n : 0, torch::kDouble)),
         i_ex_(zeros(any_exp(pops) ? n : 0, torch::kDouble)), i_in_(zeros(any_exp(pops) ? n : 0, torch::kDouble)),
         ring_ex_(zeros(d * stride_, torch::kDouble)), ring_in_(zeros(any_exp(pops) ? d * stride_ : 0, torch::kDouble)),
@@ -354,7 +354,7 @@ class Trial {
  private:
   const std::vector<Population>& pops_;
   const std::vector<Drive>& drives_;
-  int64_t n_, d_, trial_, row_;
+  int64_t d_, trial_, row_;
   uint64_t seed_;
   // LibTorch's CPU allocator aligns to 64 bytes: the neuron loop's
   // AVX-512 loads and stores then stay within a cache line each (they
