@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
 #include "snn/recording/detail/schema_check.h"
@@ -71,8 +73,9 @@ int64_t step_of(double t_ms, int64_t sample, int64_t steps, double dt_ms, const 
 // Accumulates one population's statistics sample by sample.
 class PopulationPass {
  public:
-  PopulationPass(PopulationStats& out, int64_t n_nodes, int64_t steps, const std::string& where)
-      : out_(out), steps_(steps), where_(where), index_(static_cast<size_t>(n_nodes), -1) {
+  // `bin`: synchrony's bin width in steps (1 .. steps).
+  PopulationPass(PopulationStats& out, int64_t n_nodes, int64_t steps, int64_t bin, const std::string& where)
+      : out_(out), steps_(steps), bin_(bin), where_(where), index_(static_cast<size_t>(n_nodes), -1) {
     const size_t n = out.node_ids.size();
     for (size_t i = 0; i < n; ++i) {
       const int64_t id = out.node_ids[i];
@@ -86,6 +89,10 @@ class PopulationPass {
     isi_n_.assign(n, 0);
     isi_sum_.assign(n, 0);
     isi_sum2_.assign(n, 0);
+    bin_of_.assign(n, -1);
+    in_bin_.assign(n, 0);
+    binned_.assign(n, 0);
+    binned2_.assign(n, 0);
     step_spikes_.assign(static_cast<size_t>(steps), 0);
     psth_.assign(static_cast<size_t>(steps), 0);
     out_.isi_histogram.assign(static_cast<size_t>(steps), 0);
@@ -121,12 +128,22 @@ class PopulationPass {
         isi_sum2_[i] += static_cast<double>(isi) * static_cast<double>(isi);
       }
       last_step_[i] = t;
+      // The neuron's count in its current bin; spikes arrive in time order
+      // per neuron, so a spike in a later bin closes the previous one.
+      const int64_t b = t / bin_;
+      if (b != bin_of_[i]) {
+        close_bin(i);
+        bin_of_[i] = b;
+      }
+      ++in_bin_[i];
     }
     sample_events_ += n;
   }
 
   void end_sample() {
     for (size_t i : touched_) {
+      close_bin(i);
+      bin_of_[i] = -1;
       const double c = static_cast<double>(in_sample_[i]);
       count_[i] += in_sample_[i];
       sum_count2_[i] += c * c;
@@ -137,11 +154,13 @@ class PopulationPass {
     pop_sum_ += total;
     pop_sum2_ += total * total;
     const double neurons = static_cast<double>(out_.node_ids.size());
-    for (int64_t t = 0; t < steps_; ++t) {
-      const double v = static_cast<double>(step_spikes_[static_cast<size_t>(t)]) / neurons;
+    for (int64_t t = 0; t < steps_; ++t) psth_[static_cast<size_t>(t)] += step_spikes_[static_cast<size_t>(t)];
+    for (int64_t b = 0; b < steps_ / bin_; ++b) {
+      int64_t count = 0;
+      for (int64_t t = b * bin_; t < (b + 1) * bin_; ++t) count += step_spikes_[static_cast<size_t>(t)];
+      const double v = static_cast<double>(count) / neurons;
       sum_v_ += v;
       sum_v2_ += v * v;
-      psth_[static_cast<size_t>(t)] += step_spikes_[static_cast<size_t>(t)];
     }
     ++samples_;
   }
@@ -155,6 +174,7 @@ class PopulationPass {
     p.spikes = 0;
     for (auto c : count_) p.spikes += c;
     const double slots = samples * steps;
+    const double bins = samples * static_cast<double>(steps_ / bin_);  // synchrony's (full) bins
     p.spikes_per_step = slots > 0 ? static_cast<double>(p.spikes) / (slots * neurons) : kNaN;
     p.rate_hz = p.spikes_per_step * per_step_to_hz;
     double cv_sum = 0, fano_sum = 0, var_sum = 0;
@@ -179,10 +199,10 @@ class PopulationPass {
         fano_sum += std::max(0.0, var) / mean;
         ++p.fano_neurons;
       }
-      // A neuron's spike indicator over the bins: variance q (1 - q).
-      if (slots > 0) {
-        const double q = c / slots;
-        var_sum += q * (1 - q);
+      // A neuron's count in a bin: its variance over the bins.
+      if (bins > 0) {
+        const double q = binned_[i] / bins;
+        var_sum += std::max(0.0, binned2_[i] / bins - q * q);
       }
     }
     p.isi_count = isi_total;
@@ -196,19 +216,32 @@ class PopulationPass {
       p.population_fano = kNaN;
     }
     for (int64_t c : psth_) p.psth_hz.push_back(samples > 0 ? static_cast<double>(c) / (samples * neurons) * per_step_to_hz : kNaN);
-    const double mean_v = slots > 0 ? sum_v_ / slots : 0;
-    const double var_v = slots > 0 ? std::max(0.0, sum_v2_ / slots - mean_v * mean_v) : 0;
+    const double mean_v = bins > 0 ? sum_v_ / bins : 0;
+    const double var_v = bins > 0 ? std::max(0.0, sum_v2_ / bins - mean_v * mean_v) : 0;
     const double mean_var = var_sum / neurons;
     p.synchrony = mean_var > 0 ? std::sqrt(var_v / mean_var) : kNaN;
   }
 
  private:
+  // Adds neuron i's count in its current bin to its sums, unless that bin
+  // is the short one at a sample's end.
+  void close_bin(size_t i) {
+    if (bin_of_[i] >= 0 && bin_of_[i] < steps_ / bin_) {
+      const double c = static_cast<double>(in_bin_[i]);
+      binned_[i] += c;
+      binned2_[i] += c * c;
+    }
+    in_bin_[i] = 0;
+  }
+
   PopulationStats& out_;
-  int64_t steps_;
+  int64_t steps_, bin_;
   std::string where_;
   std::vector<int64_t> index_;  // node id -> position among the recorded neurons, -1 if not recorded
   std::vector<int64_t> count_, in_sample_, last_step_, isi_n_;
   std::vector<double> sum_count2_, isi_sum_, isi_sum2_;
+  std::vector<int64_t> bin_of_, in_bin_;  // per neuron: its current synchrony bin and its count there
+  std::vector<double> binned_, binned2_;  // per neuron: sums of its bin counts and their squares (full bins)
   std::vector<int64_t> step_spikes_, psth_;
   std::vector<size_t> touched_;
   double pop_sum_ = 0, pop_sum2_ = 0, sum_v_ = 0, sum_v2_ = 0;
@@ -244,12 +277,13 @@ class BlockReader {
 // Streams one (checked) population's spikes through a PopulationPass, at
 // most `chunk_bytes` of events at a time, whatever the samples' sizes.
 void analyze_population(hid_t f, const schema::Contents::Population& pop, const schema::Contents& c,
-                        int64_t chunk_bytes, const std::string& where, PopulationStats& out, int64_t& peak) {
+                        int64_t chunk_bytes, int64_t bin, const std::string& where, PopulationStats& out,
+                        int64_t& peak) {
   const std::string& name = pop.name;
   out.name = name;
   out.layer = pop.layer;
   out.node_ids = pop.recorded;
-  PopulationPass pass(out, pop.n_nodes, c.steps, where + ", population '" + name + "'");
+  PopulationPass pass(out, pop.n_nodes, c.steps, bin, where + ", population '" + name + "'");
   Handle ptr = open_dataset(f, schema::at(schema::spike_ptr, name), where);
   Handle ts = open_dataset(f, schema::at(schema::timestamps, name), where);
   Handle ids = open_dataset(f, schema::at(schema::node_ids, name), where);
@@ -285,6 +319,21 @@ void analyze_population(hid_t f, const schema::Contents::Population& pop, const 
 }
 
 }  // namespace
+
+int64_t synchrony_bin_steps(double bin_ms, double dt_ms, int64_t steps, const std::string& where) {
+  if (bin_ms == 0) return 1;
+  const std::string named = fmt::format("the synchrony bin of {} ms", bin_ms);
+  if (!(bin_ms > 0) || !std::isfinite(bin_ms)) throw Error(named + " must be a positive number of ms");
+  const double x = bin_ms / dt_ms;
+  const double whole = std::round(x);
+  if (whole < 1 || std::abs(x - whole) > 1e-9 * whole) {
+    throw Error(fmt::format("{} is not a whole number of steps of dt = {} ms ({})", named, dt_ms, where));
+  }
+  if (whole > static_cast<double>(steps)) {
+    throw Error(fmt::format("{} is longer than a sample of {} ({} steps of {} ms)", named, where, steps, dt_ms));
+  }
+  return static_cast<int64_t>(whole);
+}
 
 SpikeTrains read_spikes(const std::string& path, const std::string& population, int64_t first, int64_t count) {
   hdf5::QuietHdf5 quiet;
@@ -343,6 +392,8 @@ RecordingStats analyze_recording(const std::string& path, const AnalysisOptions&
   r.dt_ms = c.dt_ms;
   r.samples = c.samples;
   r.classes = c.classes;
+  const int64_t bin = synchrony_bin_steps(options.synchrony_bin_ms, c.dt_ms, c.steps, where);
+  r.synchrony_bin_ms = static_cast<double>(bin) * c.dt_ms;
 
   // Per-sample rows (extents checked): accuracy, accuracy by step, confusion matrix.
   Handle label = open_dataset(f.get(), schema::label.path, where);
@@ -381,7 +432,7 @@ RecordingStats analyze_recording(const std::string& path, const AnalysisOptions&
 
   for (const auto& pop : c.populations) {
     r.populations.emplace_back();
-    analyze_population(f.get(), pop, c, options.chunk_bytes, where, r.populations.back(), r.peak_chunk_bytes);
+    analyze_population(f.get(), pop, c, options.chunk_bytes, bin, where, r.populations.back(), r.peak_chunk_bytes);
   }
   return r;
 }

@@ -61,6 +61,7 @@ nlohmann::json to_json(const analysis::RecordingStats& r) {
           {"samples", r.samples},
           {"steps", r.steps},
           {"dt_ms", r.dt_ms},
+          {"synchrony_bin_ms", r.synchrony_bin_ms},
           {"classes", r.classes},
           {"accuracy", json_number(r.accuracy)},
           {"accuracy_by_step", numbers(r.accuracy_by_step)},
@@ -71,7 +72,8 @@ nlohmann::json to_json(const analysis::RecordingStats& r) {
             {"isi", "intervals between a neuron's consecutive spikes within a sample"},
             {"isi_cv", "mean over neurons with >= 2 intervals of std/mean of their intervals (std divisor n)"},
             {"fano", "mean over spiking neurons of var/mean of their per-sample counts (var divisor n - 1)"},
-            {"synchrony_chi", "Golomb's chi: sqrt(var of the population-mean indicator / mean neuron variance)"},
+            {"synchrony_chi", "Golomb's chi: sqrt(var over bins of synchrony_bin_ms of the population-mean spike count / "
+                              "mean over neurons of the variance of their count in a bin)"},
             {"psth_hz", "mean rate per neuron at each step of a sample"}}}};
 }
 
@@ -98,9 +100,10 @@ std::string summary_text(const analysis::RecordingStats& r) {
                        p.name, p.layer, p.node_ids.size(), p.spikes, fmt_number(p.rate_hz),
                        fmt_number(p.spikes_per_step), p.silent_neurons);
     out << fmt::format("  ISI: {} intervals, mean {} ms, CV {} ({} neurons); Fano {} ({} neurons), "
-                       "population Fano {}; synchrony chi {}\n",
+                       "population Fano {}; synchrony chi {}{}\n",
                        p.isi_count, fmt_number(p.isi_mean_ms), fmt_number(p.isi_cv), p.cv_neurons,
-                       fmt_number(p.fano), p.fano_neurons, fmt_number(p.population_fano), fmt_number(p.synchrony));
+                       fmt_number(p.fano), p.fano_neurons, fmt_number(p.population_fano), fmt_number(p.synchrony),
+                       r.synchrony_bin_ms > r.dt_ms ? " (bins of " + fmt_number(r.synchrony_bin_ms) + " ms)" : "");
     // Long runs (biological time): the PSTH in at most 100 bins of whole steps.
     const size_t bin = (p.psth_hz.size() + 99) / 100;
     if (bin <= 1) {
@@ -291,6 +294,7 @@ Run add_analyze_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
   auto json = std::make_shared<std::string>();
   auto chunk = std::make_shared<std::string>("64M");
+  auto sync_bin = std::make_shared<double>(0);
   auto plots = std::make_shared<std::string>();
   auto plot = std::make_shared<PlotOptions>();
   auto raster = std::make_shared<std::string>("0-4");
@@ -308,21 +312,29 @@ Run add_analyze_command(CLI::App& app) {
   cmd->add_option("--plot", mf->plot, "Manifest: write the plot to this .png or .svg file");
   cmd->add_option("--json", *json, "Write every result (per-neuron values too) to this JSON file");
   cmd->add_option("--chunk-bytes", *chunk, "Most spike data held in memory at once, e.g. 64M")->capture_default_str();
+  cmd->add_option("--synchrony-bin", *sync_bin,
+                  "Bin width of synchrony (Golomb's chi) in ms: a whole number of the recording's steps (default: "
+                  "one step)");
   cmd->add_option("--plots", *plots,
                   "Write plots into this folder: raster, firing-rate histograms, PSTH, accuracy by t, confusion matrix");
   cmd->add_option("--plot-format", plot->format, "png or svg")->capture_default_str()->check(one_of({"png", "svg"}));
   cmd->add_option("--raster", *raster, "Samples in the raster plot, e.g. 0-4")->capture_default_str();
-  return [cmd, path, json, chunk, plots, plot, raster, mf] {
+  return [cmd, path, json, chunk, sync_bin, plots, plot, raster, mf] {
     if (!cmd->parsed()) return;
     check_outputs(mf->plot, *plots);
     if (ends_with(*path, ".json")) {
       if (!plots->empty() || !json->empty()) throw Error("--plots and --json are for recordings; a manifest takes --plot");
+      if (*sync_bin != 0) {
+        throw Error("--synchrony-bin is for recordings: a sweep's points measure synchrony as they run ([base] "
+                    "synchrony-bin in the sweep file)");
+      }
       analyze_manifest(*path, *mf);
       return;
     }
     if (!mf->plot.empty()) throw Error("--plot is for sweep manifests; a recording takes --plots DIR");
     analysis::AnalysisOptions o;
     o.chunk_bytes = static_cast<int64_t>(parse_bytes("--chunk-bytes", *chunk));
+    o.synchrony_bin_ms = *sync_bin;
     // Every flag is checked before anything is printed.
     PlotOptions po = *plot;
     const auto dash = raster->find('-');

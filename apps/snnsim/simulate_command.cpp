@@ -28,6 +28,7 @@ struct SimulateFlags {
   bool overwrite = false;
   int threads = 0;
   double duration = 0;
+  double synchrony_bin = 0;  // ms; 0 = one step
   int64_t trials = 0;
   int64_t seed = -1, input_seed = -1;
   std::string connectivity;
@@ -41,7 +42,9 @@ struct SimulateFlags {
 void write_summary(const SimulateFlags& f, const populations::PopulationModel& model, const PopulationRunReport& r) {
   const auto& res = r.result;
   std::vector<analysis::PopulationStats> recorded;
-  if (!r.record_path.empty()) recorded = analysis::analyze_recording(r.record_path).populations;
+  analysis::AnalysisOptions options;
+  options.synchrony_bin_ms = f.synchrony_bin;
+  if (!r.record_path.empty()) recorded = analysis::analyze_recording(r.record_path, options).populations;
   nlohmann::json pops = nlohmann::json::array();
   for (size_t p = 0; p < res.populations.size(); ++p) {
     const double n = static_cast<double>(model.network.populations[p].size);
@@ -62,6 +65,7 @@ void write_summary(const SimulateFlags& f, const populations::PopulationModel& m
                    {"parameters", doc.value("parameters", nlohmann::json::object())},
                    {"duration_ms", model.duration_ms},
                    {"dt_ms", model.network.dt},
+                   {"synchrony_bin_ms", f.synchrony_bin > 0 ? f.synchrony_bin : model.network.dt},
                    {"trials", res.trials},
                    {"seed", model.seed},
                    {"input_seed", model.input_seed},
@@ -95,6 +99,15 @@ void run_simulate(const SimulateFlags& f) {
                               model.network.dt));
     }
     model.duration_ms = f.duration;
+  }
+  if (f.synchrony_bin != 0) {
+    // Checked before the run, not after it when the summary is written.
+    if (f.summary.empty() || f.record.empty()) {
+      throw Error("--synchrony-bin sets the bins of --summary's synchrony, which needs --summary and --record");
+    }
+    const double steps = std::round(model.duration_ms / model.network.dt);
+    analysis::synchrony_bin_steps(f.synchrony_bin, model.network.dt, static_cast<int64_t>(steps),
+                                  "model '" + f.model + "'");
   }
   if (f.trials > 0) model.trials = f.trials;
   if (f.seed >= 0) model.seed = static_cast<uint64_t>(f.seed);
@@ -145,6 +158,9 @@ Run add_simulate_command(CLI::App& app) {
   cmd->add_option("--summary", flags->summary,
                   "Write the run and each population's rate (and, for recorded populations, ISI CV, Fano factor and "
                   "synchrony) as JSON to this file");
+  cmd->add_option("--synchrony-bin", flags->synchrony_bin,
+                  "Bin width in ms of --summary's synchrony (Golomb's chi): a whole number of steps (default: one "
+                  "step, dt)");
   cmd->add_option("--duration", flags->duration, "Run length in ms (default: the file's)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--trials", flags->trials, "Independent trials simulated together (default: the file's)")

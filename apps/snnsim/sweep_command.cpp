@@ -55,8 +55,8 @@ const std::vector<std::string> kBase = {
 // A population model sweep ([base] model = ...): the `snnsim simulate`
 // settings [base] may give, and those a [grid] or [random] may vary beside
 // the model's [parameters] (with whether they take whole numbers).
-const std::vector<std::string> kSimulateBase = {"model",      "duration",     "trials", "seed",
-                                                "input-seed", "connectivity", "threads"};
+const std::vector<std::string> kSimulateBase = {"model",        "duration", "trials",        "seed",
+                                                "input-seed",   "connectivity", "threads", "synchrony-bin"};
 const std::map<std::string, bool> kSimulateSwept = {
     {"duration", false}, {"trials", true}, {"seed", true}, {"input-seed", true}};
 

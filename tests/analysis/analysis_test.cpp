@@ -133,6 +133,57 @@ TEST(Analysis, ChunksOfAnySizeGiveTheSameResultsWithinTheBudget) {
   std::remove(path.c_str());
 }
 
+// Synchrony over bins of several steps, worked out on paper for the
+// hand-made recording: bins of 3 steps (1.5 ms) hold steps 0-2, 3-5, 6-8 of
+// each sample, step 9 is left out. Neuron 0 counts {2, 1, 2} in every
+// sample, neuron 1 {1, 1, 0} in samples 0 and 1 and nothing after: both
+// vary by 2/9, neuron 2 by 0: 4/27 on average. The population mean is
+// {1, 2/3, 2/3} in samples 0-1 and {2/3, 1/3, 2/3} in 2-3: variance
+// 13/27 - 4/9 = 1/27. So chi = sqrt((1/27) / (4/27)) = 1/2.
+TEST(Analysis, SynchronyOverWiderBinsCountsSpikesPerBin) {
+  const std::string path = temp_path("bins.h5");
+  write_synthetic(path);
+  AnalysisOptions o;
+  o.synchrony_bin_ms = 1.5;
+  const RecordingStats r = analyze_recording(path, o);
+  EXPECT_DOUBLE_EQ(r.synchrony_bin_ms, 1.5);
+  EXPECT_NEAR(r.populations[0].synchrony, 0.5, 1e-12);
+  EXPECT_NEAR(r.populations[1].synchrony, 1.0, 1e-12);  // identical neurons in any bins
+  EXPECT_EQ(r.populations[0].spikes, 24);               // the other statistics keep every step
+  EXPECT_EQ(r.populations[0].isi_count, 18);
+
+  // One bin per sample: per-sample counts {5, 5, 5, 5}, {2, 2, 0, 0} and
+  // zeros vary by 0, 1 and 0; the mean's totals {7, 7, 5, 5} / 3 by 1/9.
+  o.synchrony_bin_ms = 5.0;
+  EXPECT_NEAR(analyze_recording(path, o).populations[0].synchrony, std::sqrt((1.0 / 9.0) / (1.0 / 3.0)), 1e-12);
+
+  // One step is the default; any chunking gives the same chi.
+  o.synchrony_bin_ms = 0.5;
+  EXPECT_NEAR(analyze_recording(path, o).populations[0].synchrony, analyze_recording(path).populations[0].synchrony,
+              1e-15);
+  o.synchrony_bin_ms = 1.5;
+  o.chunk_bytes = 16;
+  EXPECT_TRUE(analyze_recording(path, o).populations[0].synchrony == r.populations[0].synchrony);
+
+  auto expect_error = [&](double bin_ms, const std::string& want) {
+    AnalysisOptions bad;
+    bad.synchrony_bin_ms = bin_ms;
+    try {
+      analyze_recording(path, bad);
+      ADD_FAILURE() << "no error for a bin of " << bin_ms << " ms";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  };
+  expect_error(0.7, "the synchrony bin of 0.7 ms is not a whole number of steps of dt = 0.5 ms (recording '" +
+                        path + "')");
+  expect_error(5.5, "the synchrony bin of 5.5 ms is longer than a sample of recording '" + path +
+                        "' (10 steps of 0.5 ms)");
+  expect_error(-1, "the synchrony bin of -1 ms must be a positive number of ms");
+  expect_error(0.25, "is not a whole number of steps");
+  std::remove(path.c_str());
+}
+
 TEST(Analysis, BadFilesGetAClearError) {
   auto expect_error = [](const std::string& path, const std::string& want) {
     try {

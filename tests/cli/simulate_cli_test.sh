@@ -144,6 +144,35 @@ rate5 = {p["name"]: p["rate_hz"] for p in base["populations"]}
 assert pops["E"]["rate_hz"] > 1.5 * rate5["E"], (pops["E"]["rate_hz"], rate5["E"])
 PY
 
+# --synchrony-bin: --summary's synchrony over bins of several steps, as
+# analyze --synchrony-bin computes it from the recording; a bad bin is
+# refused before anything is simulated.
+"$snnsim" simulate "$small" --duration 100 --set g=3 --record "$tmp/g3b.h5" --trials 2 --synchrony-bin 2 \
+  --summary "$tmp/g3b.json" >"$tmp/g3b.out" 2>&1 || fail "--synchrony-bin 2 failed: $(cat "$tmp/g3b.out")"
+"$snnsim" analyze "$tmp/g3b.h5" --synchrony-bin 2 --json "$tmp/g3b.an.json" >"$tmp/g3b.an.out" || fail "analyze --synchrony-bin failed"
+grep -q "synchrony chi .* (bins of 2 ms)" "$tmp/g3b.an.out" && ok || fail "analyze does not say the bin: $(cat "$tmp/g3b.an.out")"
+"$python" - "$tmp/g3b.json" "$tmp/g3b.an.json" "$tmp/g3.json" <<'PY' && ok || fail "--synchrony-bin's summary is wrong: $(cat "$tmp/g3b.json")"
+import json, sys
+s, an, step = (json.load(open(p)) for p in sys.argv[1:4])
+assert s["synchrony_bin_ms"] == 2 and an["synchrony_bin_ms"] == 2 and step["synchrony_bin_ms"] == 0.1, s
+wide = {p["name"]: p["synchrony"] for p in s["populations"]}
+narrow = {p["name"]: p["synchrony"] for p in step["populations"]}
+for p in an["populations"]:
+    assert wide[p["name"]] == p["synchrony_chi"], (p["name"], wide, p["synchrony_chi"])
+    # Near-coincident spikes count as synchronous in wider bins.
+    assert wide[p["name"]] > narrow[p["name"]], (wide, narrow)
+PY
+[[ ! -e "$tmp/bad_bin.h5" ]] || fail "bad_bin.h5 exists before the test"
+expect_error "a bin of no whole number of steps" "the synchrony bin of 0.15 ms is not a whole number of steps of dt = 0.1 ms (model '$small')" \
+  simulate "$small" --duration 100 --record "$tmp/bad_bin.h5" --summary "$tmp/bad_bin.json" --synchrony-bin 0.15
+expect_error "a bin longer than the run" "the synchrony bin of 200 ms is longer than a sample of model '$small' (1000 steps of 0.1 ms)" \
+  simulate "$small" --duration 100 --record "$tmp/bad_bin.h5" --summary "$tmp/bad_bin.json" --synchrony-bin 200
+expect_error "a bin without a summary" "--synchrony-bin sets the bins of --summary's synchrony, which needs --summary and --record" \
+  simulate "$small" --duration 100 --record "$tmp/bad_bin.h5" --synchrony-bin 1
+[[ ! -e "$tmp/bad_bin.h5" && ! -e "$tmp/bad_bin.json" ]] && ok || fail "a refused --synchrony-bin left files"
+expect_error "analyze: a bad bin" "the synchrony bin of 0.05 ms is not a whole number of steps of dt = 0.1 ms (recording '$tmp/g3b.h5')" \
+  analyze "$tmp/g3b.h5" --synchrony-bin 0.05
+
 # A sweep over the model's parameters: each point is `simulate --set`, its
 # statistics land in the manifest (JSON and CSV), analyze tables and plots
 # them, and a rerun keeps what is done.
@@ -153,6 +182,7 @@ out = "$tmp/sweep/out"
 [base]
 model = "$small"
 duration = 50
+synchrony_bin = 1  # ms
 [grid]
 g = [4, 6]
 input_seed = [1, 2]
@@ -182,6 +212,16 @@ table = list(csv.DictReader(open(f"{d}/manifest.csv")))
 assert len(table) == 4 and "accuracy" not in table[0], table[0].keys()
 assert abs(float(table[1]["I.synchrony"]) / rows[1]["metrics"]["I.synchrony"] - 1) < 1e-5 and table[1]["E.fano"] == "", table[1]
 PY
+# The points' synchrony is over [base]'s 1 ms bins.
+"$snnsim" analyze "$tmp/sweep/out/point-0003.h5" --synchrony-bin 1 --json "$tmp/p3.an.json" >/dev/null || fail "analyze point 3"
+"$python" - "$tmp/sweep/out/manifest.json" "$tmp/p3.an.json" <<'PY' && ok || fail "the sweep did not pass synchrony_bin on"
+import json, sys
+m, an = (json.load(open(p)) for p in sys.argv[1:3])
+for p in an["populations"]:
+    assert m["rows"][3]["metrics"][p["name"] + ".synchrony"] == p["synchrony_chi"], (m["rows"][3], p)
+PY
+expect_error "analyze --synchrony-bin of a manifest" "--synchrony-bin is for recordings: a sweep's points measure synchrony as they run" \
+  analyze "$tmp/sweep/out/manifest.json" --synchrony-bin 1
 "$snnsim" analyze "$tmp/sweep/out/manifest.json" --by input-seed >"$tmp/an.out" 2>&1 &&
   grep -q "^E.rate_hz against g (4 completed points, one column per input-seed)" "$tmp/an.out" && ok ||
   fail "analyze of a model sweep: $(cat "$tmp/an.out")"

@@ -19,6 +19,12 @@ struct AnalysisOptions {
   /// Most bytes of spike events held at once (16 per spike: timestamp and
   /// id); a sample with more spikes is read in pieces. Default 64 MiB.
   int64_t chunk_bytes = int64_t{64} << 20;
+  /// Width of the bins over which synchrony (Golomb's chi) compares the
+  /// neurons' spike counts, in ms: a whole multiple of the recording's dt,
+  /// at most one sample long. Default 0: one step (dt). Wider bins (1 to 5 ms
+  /// for Brunel's networks) let spikes that are near-coincident, not in the
+  /// same 0.1 ms step, count as synchronous.
+  double synchrony_bin_ms = 0;
 };
 
 /// One recorded population (a layer's recorded neurons).
@@ -50,9 +56,11 @@ struct PopulationStats {
   double population_fano = 0;          ///< the same for the population's per-sample totals
   std::vector<double> psth_hz;         ///< [T]: mean rate per neuron at each step of a sample, in Hz
   /// Golomb's synchrony chi: sqrt(var over bins of the population-mean
-  /// spike indicator / mean over neurons of each neuron's variance), from 0
-  /// (asynchronous, as N grows) to 1 (all neurons identical); NaN when no
-  /// neuron varies.
+  /// spike count / mean over neurons of each neuron's variance of its count
+  /// in a bin), from 0 (asynchronous, as N grows) to 1 (all neurons
+  /// identical); NaN when no neuron varies. Bins are
+  /// RecordingStats::synchrony_bin_ms wide; a sample's last steps, when
+  /// fewer than a bin, are left out of chi.
   double synchrony = 0;
 };
 
@@ -63,6 +71,7 @@ struct RecordingStats {
   int64_t samples = 0;
   int64_t steps = 0;                           ///< T
   double dt_ms = 1;
+  double synchrony_bin_ms = 1;                 ///< the bin width synchrony was measured on (dt by default)
   int64_t classes = 0;
   std::vector<PopulationStats> populations;    ///< in name order
   double accuracy = 0;                         ///< predicted == label
@@ -78,6 +87,12 @@ struct RecordingStats {
 /// did not finish (pointing to `snnsim recover`), the dataset and the defect
 /// of a malformed file.
 RecordingStats analyze_recording(const std::string& path, const AnalysisOptions& options = {});
+
+/// Synchrony's bin width in steps for AnalysisOptions::synchrony_bin_ms =
+/// `bin_ms` (0: one step) on a recording or model `where` of `steps` steps of
+/// `dt_ms` per sample. Throws snn::Error naming the values unless the bin is
+/// a positive whole number of steps, at most `steps`.
+int64_t synchrony_bin_steps(double bin_ms, double dt_ms, int64_t steps, const std::string& where);
 
 /// Spikes of consecutive samples of one population (e.g. for a raster).
 struct SpikeTrains {
