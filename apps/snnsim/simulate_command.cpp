@@ -93,11 +93,7 @@ void run_simulate(const SimulateFlags& f) {
   populations::PopulationModel model = populations::read_population_model(f.model, set);
   // Flags override the file's run settings (a sweep changes them without editing it).
   if (f.duration > 0) {
-    const double steps = f.duration / model.network.dt;
-    if (std::fabs(steps - std::round(steps)) > 1e-9 * steps) {
-      throw Error(fmt::format("--duration: {} ms is not a whole number of steps of dt = {} ms", f.duration,
-                              model.network.dt));
-    }
+    populations::whole_steps(f.duration, model.network.dt, "--duration:");
     model.duration_ms = f.duration;
   }
   if (f.synchrony_bin != 0) {
@@ -118,6 +114,7 @@ void run_simulate(const SimulateFlags& f) {
   request.record_path = f.record;
   request.overwrite = f.overwrite;
   request.model_path = f.model;
+  request.git_commit = kGitCommit;
   const PopulationRunReport r = run_population_model(model, request);
   const auto& res = r.result;
   const double seconds_bio = model.duration_ms * 1e-3;

@@ -45,9 +45,6 @@ int64_t PopulationNetworkSpec::population_index(const std::string& name) const {
   throw Error("population '" + name + "' is not defined (the model defines " + (known.empty() ? "none" : known) + ")");
 }
 
-namespace {
-
-// `ms` as a whole number of steps of dt; throws naming `what` otherwise.
 int64_t whole_steps(double ms, double dt, const std::string& what) {
   const double steps = ms / dt;
   if (!(steps >= 0) || std::fabs(steps - std::round(steps)) > 1e-9 * std::max(1.0, steps) || steps > 9.0e15) {
@@ -56,8 +53,6 @@ int64_t whole_steps(double ms, double dt, const std::string& what) {
   }
   return std::llround(steps);
 }
-
-}  // namespace
 
 void PopulationNetworkSpec::validate() const {
   if (!(dt > 0) || !std::isfinite(dt)) throw Error("dt must be a positive number of ms, got " + message_number(dt));
@@ -251,9 +246,9 @@ class Trial {
     for (size_t p = 0; p < pops.size(); ++p) {
       const auto& init = pops[p].v_init;
       if (!init) continue;
+      RandomStream stream(seed_, Purpose::kInitial, static_cast<uint32_t>(p), static_cast<uint64_t>(trial));
       for (int64_t i = 0; i < pops[p].size; ++i) {
-        RandomStream stream(seed_, Purpose::kInitial, static_cast<uint32_t>(p), static_cast<uint64_t>(trial));
-        stream.seek(static_cast<uint64_t>(4 * i));
+        stream.seek(static_cast<uint64_t>(4 * i));  // whatever the draws before took
         v_.data_ptr<double>()[pops[p].first + i] = draw(*init, stream) - pops[p].e_l;
       }
     }

@@ -192,9 +192,12 @@ FileDescription describe_recording(const std::string& path) {
          {"dt_ms", r.dt_ms},
          {"classes", r.classes}};
   d.lines.push_back("recording " + r.path);
+  // One class (a population model's trials, snnsim simulate): nothing was
+  // classified, so there is no accuracy to show.
+  const bool classified = r.classes > 1;
   const double accuracy = r.samples > 0 ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0.0;
-  if (r.samples > 0) j["accuracy"] = accuracy;
-  const std::string acc = r.samples > 0 ? fmt::format(", accuracy {:.4f}", accuracy) : "";
+  if (r.samples > 0 && classified) j["accuracy"] = accuracy;
+  const std::string acc = r.samples > 0 && classified ? fmt::format(", accuracy {:.4f}", accuracy) : "";
   const std::string final_path = r.unfinished_file ? r.path.substr(0, r.path.size() - 8) : r.path;
   if (r.status == "complete") {
     d.lines.push_back(fmt::format("status: complete, {} samples{}", r.samples, acc));
@@ -213,7 +216,8 @@ FileDescription describe_recording(const std::string& path) {
                                   "or keep what it holds with: snnsim recover {}",
                                   state, r.samples, extra, acc, final_path, final_path));
   }
-  d.lines.push_back(fmt::format("time: T = {} steps of {} ms per sample, {} classes", r.steps, num(r.dt_ms), r.classes));
+  d.lines.push_back(fmt::format("time: T = {} steps of {} ms per sample{}", r.steps, num(r.dt_ms),
+                                classified ? fmt::format(", {} classes", r.classes) : std::string()));
   json pops = json::array();
   std::string pop_text;
   for (const auto& p : r.populations) {

@@ -2,14 +2,12 @@
 
 #include "snn/simulator/population_run.h"
 
-#include <ATen/Parallel.h>
-
 #include <algorithm>
 #include <chrono>
 
-#include "snn/core/build_info.h"
 #include "snn/core/error.h"
 #include "snn/recording/recording_file.h"
+#include "snn/simulator/run_recording.h"
 
 namespace snn {
 
@@ -63,18 +61,15 @@ void write_recording(const populations::PopulationModel& model, const population
       batch.traces.push_back(r.v[p].to(torch::kFloat));
     }
   }
-  recording::RecordingFile file(request.record_path, layout,
-                                {{"config", model.json},
-                                 {"kind", "populations"},
-                                 {"model_file", request.model_path},
-                                 {"seed", std::to_string(model.seed)},
-                                 {"input_seed", std::to_string(model.input_seed)},
-                                 {"connectivity", model.connectivity_per_trial ? "per_trial" : "shared"},
-                                 {"snnsim_version", kVersion},
-                                 {"libtorch_version", kTorchVersion},
-                                 {"hdf5_version", recording::hdf5_version()},
-                                 {"threads", std::to_string(at::get_num_threads())}},
-                                request.overwrite);
+  std::vector<std::pair<std::string, std::string>> meta{
+      {"config", model.json},
+      {"kind", "populations"},
+      {"model_file", request.model_path},
+      {"seed", std::to_string(model.seed)},
+      {"input_seed", std::to_string(model.input_seed)},
+      {"connectivity", model.connectivity_per_trial ? "per_trial" : "shared"}};
+  for (auto& kv : software_provenance(request.git_commit)) meta.push_back(std::move(kv));
+  recording::RecordingFile file(request.record_path, layout, meta, request.overwrite);
   file.append(batch);
   file.finish("complete", {{"wall_seconds", std::to_string(r.seconds)}});
 }

@@ -80,22 +80,27 @@ std::vector<std::pair<std::string, std::string>> run_provenance(const NetworkCon
                                                                 const std::string& git_commit) {
   std::string devices;
   for (const auto& d : c.devices) devices += (devices.empty() ? "" : ",") + d;
+  std::vector<std::pair<std::string, std::string>> meta{{"config", c.to_json()},
+                                                        {"run_options", o.to_json()},
+                                                        {"checkpoint", o.checkpoint},
+                                                        {"data_dir", o.data_dir},
+                                                        {"split", o.split},
+                                                        {"seed", std::to_string(c.seed)},
+                                                        {"devices", devices}};
+  for (auto& kv : software_provenance(git_commit)) meta.push_back(std::move(kv));
+  return meta;
+}
+
+std::vector<std::pair<std::string, std::string>> software_provenance(const std::string& git_commit) {
   const std::time_t now = std::time(nullptr);
   char started[32];
   std::strftime(started, sizeof(started), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
   char host[256] = "";
   if (::gethostname(host, sizeof(host) - 1) != 0) host[0] = '\0';
-  return {{"config", c.to_json()},
-          {"run_options", o.to_json()},
-          {"checkpoint", o.checkpoint},
-          {"data_dir", o.data_dir},
-          {"split", o.split},
-          {"seed", std::to_string(c.seed)},
-          {"snnsim_version", kVersion},
+  return {{"snnsim_version", kVersion},
           {"git_commit", git_commit},
           {"libtorch_version", kTorchVersion},
           {"hdf5_version", recording::hdf5_version()},
-          {"devices", devices},
           {"threads", std::to_string(at::get_num_threads())},
           {"host", host},
           {"start_time", started}};

@@ -21,6 +21,12 @@ grep -Eq "^population E: 2000 neurons, [0-9.]+ Hz" "$tmp/out" && ok || fail "no 
 "$snnsim" analyze "$tmp/small.h5" --json "$tmp/an.json" >"$tmp/an.txt" || fail "analyze failed"
 grep -q "T = 2000, dt = 0.1 ms" "$tmp/an.txt" && ok || fail "analyze: $(head -2 "$tmp/an.txt")"
 ! grep -q "^accuracy\|confusion" "$tmp/an.txt" && ok || fail "analyze reports accuracy for a population run"
+# inspect: no accuracy or classes for trials that classify nothing; the
+# provenance says which build ran it, where and when.
+"$snnsim" inspect "$tmp/small.h5" >"$tmp/inspect.txt" 2>&1 || fail "inspect failed: $(cat "$tmp/inspect.txt")"
+grep -q "^status: complete, 1 samples$" "$tmp/inspect.txt" && grep -q "^time: T = 2000 steps of 0.1 ms per sample$" "$tmp/inspect.txt" &&
+  grep -Eq "^provenance: snnsim .*, commit .*, host .*, started 20[0-9-]+T" "$tmp/inspect.txt" && ok ||
+  fail "inspect of a population recording: $(cat "$tmp/inspect.txt")"
 "$python" - "$tmp/an.json" "$tmp/out" <<'PY' && ok || fail "analyze's rates differ from simulate's"
 import json, re, sys
 an = {p["name"]: p for p in json.load(open(sys.argv[1]))["populations"]}

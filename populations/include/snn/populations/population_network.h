@@ -130,6 +130,11 @@ struct PopulationRunResult {
   double seconds = 0;        ///< wall time of the simulation loop
 };
 
+/// `ms` as a whole number of steps of `dt` (ms), at least 0; throws
+/// snn::Error "WHAT X ms is not a whole number of steps of dt = Y ms"
+/// otherwise.
+int64_t whole_steps(double ms, double dt, const std::string& what);
+
 /// Appends `more`'s trials to `into` (same network layout, same steps):
 /// trial b of `more` becomes trial into.trials + b. Throws snn::Error if the
 /// populations or steps differ.

@@ -15,6 +15,7 @@ struct PopulationRunRequest {
   std::string record_path;  ///< recording to write; empty: none
   bool overwrite = false;   ///< replace an existing recording
   std::string model_path;   ///< for provenance (/meta model_file)
+  std::string git_commit;   ///< for provenance (/meta git_commit)
 };
 
 struct PopulationRunReport {

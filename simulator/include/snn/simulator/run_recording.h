@@ -25,10 +25,14 @@ std::vector<std::pair<int64_t, std::vector<int64_t>>> parse_population_list(cons
                                                                             const NetworkConfig& config);
 
 /// The /meta provenance of a run's recording: the config and run options
-/// (JSON), checkpoint, data, seed, versions (snnsim, `git_commit`,
-/// LibTorch, HDF5), devices, threads, the host's name and the start time (UTC).
+/// (JSON), checkpoint, data, seed, devices, then software_provenance().
 std::vector<std::pair<std::string, std::string>> run_provenance(const NetworkConfig& config, const RunOptions& options,
                                                                 const std::string& git_commit);
+
+/// The part of a recording's /meta provenance that every command writes
+/// (`snnsim run` and `snnsim simulate`): versions (snnsim, `git_commit`,
+/// LibTorch, HDF5), threads, the host's name and the start time (UTC, now).
+std::vector<std::pair<std::string, std::string>> software_provenance(const std::string& git_commit);
 
 /// A recording's size before compression, estimated from the firing rates
 /// of a first batch: 16 bytes per spike (timestamp and id), 4 per recorded
