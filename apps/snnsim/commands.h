@@ -56,5 +56,11 @@ std::vector<std::string> sweep_metric_names(const nlohmann::json& rows);
 std::vector<std::string> given_options(const CLI::App* cmd);
 /// The signal (SIGINT, SIGTERM) that stopped a recording run; 0 if none.
 int stop_signal();
+/// From now on SIGINT and SIGTERM set stop_requested() instead of killing
+/// (a second signal kills at once): a recording run finishes what it is
+/// writing, commits, marks the file aborted and exits non-zero.
+void watch_stop_signals();
+/// Whether SIGINT or SIGTERM arrived since watch_stop_signals().
+bool stop_requested();
 
 }  // namespace snn::app

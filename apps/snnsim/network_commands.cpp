@@ -716,6 +716,10 @@ std::vector<std::string> given_options(const CLI::App* cmd) {
 
 int stop_signal() { return g_stop_signal.load(); }
 
+void watch_stop_signals() { catch_stop_signals(); }
+
+bool stop_requested() { return g_stop_signal.load() != 0; }
+
 // The embedded MNIST subset: the source tree's copy while it exists (a
 // build tree), else the installed copy relative to the executable.
 std::string default_data_dir() {

@@ -26,6 +26,7 @@ struct SimulateFlags {
   std::string summary;
   std::vector<std::string> set;
   bool overwrite = false;
+  bool resume = false;
   int threads = 0;
   double duration = 0;
   double synchrony_bin = 0;  // ms; 0 = one step
@@ -46,14 +47,15 @@ void write_summary(const SimulateFlags& f, const populations::PopulationModel& m
   options.synchrony_bin_ms = f.synchrony_bin;
   if (!r.record_path.empty()) recorded = analysis::analyze_recording(r.record_path, options).populations;
   nlohmann::json pops = nlohmann::json::array();
-  for (size_t p = 0; p < res.populations.size(); ++p) {
-    const double n = static_cast<double>(model.network.populations[p].size);
-    nlohmann::json j{{"name", res.populations[p]},
-                     {"neurons", model.network.populations[p].size},
-                     {"spikes", res.population_spikes[p]},
-                     {"rate_hz", res.population_spikes[p] / (n * model.duration_ms * 1e-3 * res.trials)}};
+  for (size_t p = 0; p < model.network.populations.size(); ++p) {
+    const auto& pop = model.network.populations[p];
+    const double n = static_cast<double>(pop.size);
+    nlohmann::json j{{"name", pop.name},
+                     {"neurons", pop.size},
+                     {"spikes", r.population_spikes[p]},
+                     {"rate_hz", r.population_spikes[p] / (n * model.duration_ms * 1e-3 * r.trials)}};
     for (const auto& st : recorded) {
-      if (st.name != res.populations[p]) continue;
+      if (st.name != pop.name) continue;
       j["isi_cv"] = json_number(st.isi_cv);
       j["fano"] = json_number(st.fano);
       j["synchrony"] = json_number(st.synchrony);
@@ -66,7 +68,8 @@ void write_summary(const SimulateFlags& f, const populations::PopulationModel& m
                    {"duration_ms", model.duration_ms},
                    {"dt_ms", model.network.dt},
                    {"synchrony_bin_ms", f.synchrony_bin > 0 ? f.synchrony_bin : model.network.dt},
-                   {"trials", res.trials},
+                   {"trials", r.trials},
+                   {"resumed_trials", r.resumed_trials},
                    {"seed", model.seed},
                    {"input_seed", model.input_seed},
                    {"connectivity", model.connectivity_per_trial ? "per_trial" : "shared"},
@@ -105,6 +108,8 @@ void run_simulate(const SimulateFlags& f) {
     analysis::synchrony_bin_steps(f.synchrony_bin, model.network.dt, static_cast<int64_t>(steps),
                                   "model '" + f.model + "'");
   }
+  if (f.resume && f.record.empty()) throw Error("--resume continues a recording: name it with --record");
+  if (f.resume && f.overwrite) throw Error("--resume continues the recording; --overwrite would replace it: give one");
   if (f.trials > 0) model.trials = f.trials;
   if (f.seed >= 0) model.seed = static_cast<uint64_t>(f.seed);
   if (f.input_seed >= 0) model.input_seed = static_cast<uint64_t>(f.input_seed);
@@ -115,24 +120,33 @@ void run_simulate(const SimulateFlags& f) {
   request.overwrite = f.overwrite;
   request.model_path = f.model;
   request.git_commit = kGitCommit;
+  request.resume = f.resume;
+  if (!f.record.empty()) {
+    watch_stop_signals();
+    request.stop_requested = stop_requested;
+  }
   const PopulationRunReport r = run_population_model(model, request);
   const auto& res = r.result;
   const double seconds_bio = model.duration_ms * 1e-3;
   std::cout << fmt::format("{}: {} neurons, {} synapses ({:.1f} bytes each){}, drawn in {:.2f} s\n", f.model,
                            r.neurons, r.synapses,
                            r.synapses ? static_cast<double>(r.synapse_bytes) / r.synapses : 0.0,
-                           r.networks > 1 ? fmt::format(" in trial 0's network of {}, one per trial", r.networks)
+                           r.networks > 1 ? fmt::format(" in trial {}'s network of {}, one per trial",
+                                                                        r.resumed_trials, r.networks)
                                           : std::string(),
                            r.build_seconds);
+  if (r.resumed_trials > 0) {
+    std::cout << fmt::format("resumed: trials 0-{} were in the recording already\n", r.resumed_trials - 1);
+  }
   std::cout << fmt::format("simulated {} ms x {} trial{} at dt = {} ms in {:.2f} s ({} threads): {} spikes, {} "
                            "synaptic events ({:.3g} per second)\n",
                            model.duration_ms, res.trials, res.trials == 1 ? "" : "s", model.network.dt, res.seconds,
                            at::get_num_threads(), res.spike_count, res.synaptic_events,
                            res.seconds > 0 ? res.synaptic_events / res.seconds : 0.0);
-  for (size_t p = 0; p < res.populations.size(); ++p) {
+  for (size_t p = 0; p < model.network.populations.size(); ++p) {
     const double n = static_cast<double>(model.network.populations[p].size);
-    std::cout << fmt::format("population {}: {} neurons, {:.2f} Hz\n", res.populations[p], n,
-                             res.population_spikes[p] / (n * seconds_bio * res.trials));
+    std::cout << fmt::format("population {}: {} neurons, {:.2f} Hz\n", model.network.populations[p].name, n,
+                             r.population_spikes[p] / (n * seconds_bio * r.trials));
   }
   if (!r.record_path.empty()) std::cout << "recording " << r.record_path << "\n";
   if (!f.summary.empty()) write_summary(f, model, r);
@@ -149,6 +163,9 @@ Run add_simulate_command(CLI::App& app) {
   cmd->add_option("model", flags->model, "Population model file (.toml or .json)")->required();
   cmd->add_option("--record", flags->record, "Write spikes and voltmeters to this SONATA recording (HDF5)");
   cmd->add_flag("--overwrite", flags->overwrite, "Replace an existing recording");
+  cmd->add_flag("--resume", flags->resume,
+                "Continue the unfinished --record file of a killed or interrupted run with the same model and "
+                "settings: its committed trials are kept, the rest simulated");
   cmd->add_option("--set", flags->set,
                   "NAME=VALUE: replace a value of the model's [parameters] (repeatable; VALUE may have a unit or be an "
                   "expression, e.g. --set g=4 --set \"J=0.2 mV\")");

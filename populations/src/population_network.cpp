@@ -544,6 +544,7 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
   result.population_spikes.assign(n_pop, 0);
   for (const auto& r : records) {
     for (int64_t p = 0; p < n_pop; ++p) result.population_spikes[p] += r.count[p];
+    result.trial_population_spikes.insert(result.trial_population_spikes.end(), r.count.begin(), r.count.end());
     result.spike_count += r.spikes;
     result.synaptic_events += r.events;
   }
@@ -569,6 +570,8 @@ void append_trials(PopulationRunResult& into, const PopulationRunResult& more) {
     if (into.v[p].defined() != more.v[p].defined()) throw Error("append_trials: the runs differ in their voltmeters");
     if (into.v[p].defined()) into.v[p] = torch::cat({into.v[p], more.v[p]}, 0);
   }
+  into.trial_population_spikes.insert(into.trial_population_spikes.end(), more.trial_population_spikes.begin(),
+                                      more.trial_population_spikes.end());
   into.trials += more.trials;
   into.spike_count += more.spike_count;
   into.synaptic_events += more.synaptic_events;

@@ -339,7 +339,7 @@ void check_resumable(hid_t f, const sc::Contents& c, const RecordingLayout& L,
         H5Aexists(meta.get(), key.c_str()) > 0 ? hdf5::read_string_attribute(meta.get(), key.c_str(), where) : "";
     if (got != value) {
       throw Error(where + " was made with another " + key + " (/meta attribute '" + key +
-                  "'): resume it with the checkpoint and settings it was started with");
+                  "'): resume it with what it was started with (checkpoint or model file, and settings)");
     }
   }
 }

@@ -2,8 +2,12 @@
 
 #include "snn/simulator/population_run.h"
 
+#include <ATen/Parallel.h>
+
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <optional>
 
 #include "snn/core/error.h"
 #include "snn/recording/recording_file.h"
@@ -15,26 +19,55 @@ using populations::PopulationNetwork;
 
 namespace {
 
-// The recording of a finished run: trials are samples (label 0, one class).
-void write_recording(const populations::PopulationModel& model, const populations::PopulationRunResult& r,
-                     const PopulationRunRequest& request) {
+bool recorded(const populations::PopulationModel& model, const std::string& name) {
+  const auto& r = model.record.record_spikes;
+  return r.empty() || std::find(r.begin(), r.end(), name) != r.end();
+}
+
+// The recording's layout: trials are samples (label 0, one class), each
+// trial's spikes per population (recorded or not) in /samples/layer_spikes.
+recording::RecordingLayout layout_of(const populations::PopulationModel& model) {
   const auto& pops = model.network.populations;
   recording::RecordingLayout layout;
   layout.classes = 1;
-  layout.steps = r.steps;
+  layout.steps = model.steps();
   layout.dt_ms = model.network.dt;
+  layout.layers = static_cast<int64_t>(pops.size());
+  const int64_t width = model.record.voltmeter_neurons;
+  for (size_t p = 0; p < pops.size(); ++p) {
+    const int64_t layer = static_cast<int64_t>(p) + 1;
+    if (recorded(model, pops[p].name)) layout.spikes.push_back({pops[p].name, pops[p].size, layer, {}});
+    const auto& v = model.record.record_v;
+    if (std::find(v.begin(), v.end(), pops[p].name) != v.end()) {
+      std::vector<int64_t> ids(static_cast<size_t>(std::min(width, pops[p].size)));
+      for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i);
+      layout.traces.push_back({pops[p].name, pops[p].size, layer, ids});
+    }
+  }
+  return layout;
+}
+
+// The /meta attributes a resumed recording must share with this run: the
+// same model (after --set), connectivity and input streams.
+std::vector<std::pair<std::string, std::string>> identity(const populations::PopulationModel& model) {
+  return {{"config", model.json},
+          {"seed", std::to_string(model.seed)},
+          {"input_seed", std::to_string(model.input_seed)},
+          {"connectivity", model.connectivity_per_trial ? "per_trial" : "shared"}};
+}
+
+// Trials simulated by one call as one batch of samples.
+recording::SampleBatch batch_of(const populations::PopulationModel& model, const populations::PopulationRunResult& r) {
+  const auto& pops = model.network.populations;
+  const int64_t B = r.trials, P = static_cast<int64_t>(pops.size());
   recording::SampleBatch batch;
-  const int64_t B = r.trials;
   batch.labels = torch::zeros({B}, torch::kLong);
   batch.predicted = torch::zeros({B}, torch::kLong);
   batch.output_counts = torch::zeros({B, 1}, torch::kLong);
-  for (size_t p = 0; p < pops.size(); ++p) {
-    const auto& list = r.spikes[p];
-    const bool recorded = model.record.record_spikes.empty() ||
-                          std::find(model.record.record_spikes.begin(), model.record.record_spikes.end(),
-                                    pops[p].name) != model.record.record_spikes.end();
-    if (recorded) {
-      layout.spikes.push_back({pops[p].name, pops[p].size, static_cast<int64_t>(p) + 1, {}});
+  batch.layer_spikes = torch::tensor(r.trial_population_spikes, torch::kLong).reshape({B, P});
+  for (int64_t p = 0; p < P; ++p) {
+    if (recorded(model, pops[p].name)) {
+      const auto& list = r.spikes[p];
       recording::SpikeEvents e;
       const int64_t n = list.size();
       e.sample = torch::empty({n}, torch::kLong);
@@ -53,25 +86,9 @@ void write_recording(const populations::PopulationModel& model, const population
       }
       batch.spikes.push_back(e);
     }
-    if (r.v[p].defined()) {
-      const int64_t width = r.v[p].size(2);
-      std::vector<int64_t> ids(static_cast<size_t>(width));
-      for (int64_t i = 0; i < width; ++i) ids[i] = i;
-      layout.traces.push_back({pops[p].name, pops[p].size, static_cast<int64_t>(p) + 1, ids});
-      batch.traces.push_back(r.v[p].to(torch::kFloat));
-    }
+    if (r.v[p].defined()) batch.traces.push_back(r.v[p].to(torch::kFloat));
   }
-  std::vector<std::pair<std::string, std::string>> meta{
-      {"config", model.json},
-      {"kind", "populations"},
-      {"model_file", request.model_path},
-      {"seed", std::to_string(model.seed)},
-      {"input_seed", std::to_string(model.input_seed)},
-      {"connectivity", model.connectivity_per_trial ? "per_trial" : "shared"}};
-  for (auto& kv : software_provenance(request.git_commit)) meta.push_back(std::move(kv));
-  recording::RecordingFile file(request.record_path, layout, meta, request.overwrite);
-  file.append(batch);
-  file.finish("complete", {{"wall_seconds", std::to_string(r.seconds)}});
+  return batch;
 }
 
 }  // namespace
@@ -79,27 +96,87 @@ void write_recording(const populations::PopulationModel& model, const population
 PopulationRunReport run_population_model(const populations::PopulationModel& model,
                                          const PopulationRunRequest& request) {
   PopulationRunReport report;
+  const int64_t n_pop = static_cast<int64_t>(model.network.populations.size());
+  report.trials = model.trials;
+  report.population_spikes.assign(static_cast<size_t>(n_pop), 0);
+  const bool recording = !request.record_path.empty();
+  if (request.resume && !recording) throw Error("resuming a population run needs its recording");
+
+  // Trials go a group at a time: one per network with a network per trial;
+  // with a recording, as many as run in parallel (each committed before the
+  // next group starts); otherwise all at once.
+  const int64_t threads = std::max<int64_t>(1, at::get_num_threads());
+  const int64_t group = model.connectivity_per_trial ? 1 : recording ? threads : std::max<int64_t>(1, model.trials);
   populations::PopulationRunOptions options = model.record;
   options.steps = model.steps();
-  options.trials = model.trials;
   options.input_seed = model.input_seed;
-  // One network for all trials, or trial b alone on the network of seed + b.
-  report.networks = model.connectivity_per_trial ? model.trials : 1;
-  if (model.connectivity_per_trial) options.trials = 1;
-  for (int64_t b = 0; b < report.networks; ++b) {
+  std::unique_ptr<PopulationNetwork> net;
+  report.networks = 0;
+  // The network of trial `first` (one in memory at a time).
+  const auto draw = [&](int64_t first) {
     const auto start = std::chrono::steady_clock::now();
-    const PopulationNetwork net(model.network, model.seed + static_cast<uint64_t>(b));
+    net.reset();
+    net = std::make_unique<PopulationNetwork>(
+        model.network, model.seed + (model.connectivity_per_trial ? static_cast<uint64_t>(first) : 0));
     report.build_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (b == 0) {
-      report.neurons = net.neurons();
-      report.synapses = net.synapses();
+    if (report.networks++ == 0) {
+      report.neurons = net->neurons();
+      report.synapses = net->synapses();
     }
-    report.synapse_bytes = std::max(report.synapse_bytes, net.synapse_bytes());
-    options.first_trial = model.connectivity_per_trial ? b : 0;
-    populations::append_trials(report.result, net.simulate(options));
+    report.synapse_bytes = std::max(report.synapse_bytes, net->synapse_bytes());
+  };
+
+  // The file before the first step, after the first network (a model whose
+  // connectivity cannot be drawn writes nothing): a bad path, an existing
+  // file or a resume that does not fit is refused before anything is
+  // simulated.
+  std::optional<recording::RecordingFile> file;
+  int64_t done = 0;  // trials already in the file
+  if (recording) {
+    const recording::RecordingLayout layout = layout_of(model);
+    if (request.resume) {
+      file.emplace(recording::RecordingFile::resume(request.record_path, layout, identity(model)));
+      done = file->samples_committed();
+      if (done > model.trials) {
+        throw Error("the recording '" + file->partial_path() + "' already holds " + std::to_string(done) +
+                    " trials, more than the run's " + std::to_string(model.trials));
+      }
+      const torch::Tensor prior = file->read_rows().layer_spikes.sum(0);
+      for (int64_t p = 0; p < n_pop; ++p) report.population_spikes[p] = prior[p].item<int64_t>();
+    } else {
+      draw(0);
+      auto meta = identity(model);
+      meta.insert(meta.begin() + 1, {{"kind", "populations"}, {"model_file", request.model_path}});
+      for (auto& kv : software_provenance(request.git_commit)) meta.push_back(std::move(kv));
+      file.emplace(request.record_path, layout, meta, request.overwrite);
+    }
   }
-  if (!request.record_path.empty()) {
-    write_recording(model, report.result, request);
+  report.resumed_trials = done;
+
+  const auto start_wall = std::chrono::steady_clock::now();
+  for (int64_t first = done; first < model.trials; first += group) {
+    options.first_trial = first;
+    options.trials = std::min(group, model.trials - first);
+    if (!net || (model.connectivity_per_trial && first != done)) draw(first);
+    populations::PopulationRunResult part = net->simulate(options);
+    for (int64_t p = 0; p < n_pop; ++p) report.population_spikes[p] += part.population_spikes[p];
+    if (file) {
+      file->append(batch_of(model, part));
+      file->commit();
+    }
+    populations::append_trials(report.result, std::move(part));
+    const int64_t now_done = first + options.trials;
+    if (file && now_done < model.trials && request.stop_requested && request.stop_requested()) {
+      file->finish("aborted");
+      throw Interrupted("interrupted: stopped after " + std::to_string(now_done) + " of " +
+                        std::to_string(model.trials) + " trials; the recording '" + file->partial_path() +
+                        "' holds them (status aborted): continue it with --resume, or make it a normal file with "
+                        "'snnsim recover'");
+    }
+  }
+  if (file) {
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_wall).count();
+    file->finish("complete", {{"wall_seconds", std::to_string(wall)}});
     report.record_path = request.record_path;
   }
   return report;

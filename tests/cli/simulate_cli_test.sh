@@ -92,6 +92,56 @@ assert not same(trial("own", 1), trial("t", 1)), "trial 1 ran on the shared netw
 assert json.load(open(f"{d}/own.json"))["connectivity"] == "per_trial"
 PY
 
+# Crash safety: trials are committed as they finish (a group per thread).
+# SIGTERM stops after the current group (exit 143, status aborted), SIGKILL
+# leaves the file as it was at the last commit; --resume goes on from the
+# next trial and gives the file of an uninterrupted run, dataset for
+# dataset; `snnsim recover` keeps the committed trials instead.
+pydir="$(cd "$(dirname "${BASH_SOURCE[0]}")/../python" && pwd)"
+long=("$small" --duration 300 --trials 8 --threads 1)
+"$snnsim" simulate "${long[@]}" --record "$tmp/ref8.h5" --summary "$tmp/ref8.json" >"$tmp/ref8.out" 2>&1 ||
+  fail "8 trials failed: $(cat "$tmp/ref8.out")"
+for sig in TERM KILL; do
+  rm -f "$tmp/k8.h5" "$tmp/k8.h5.partial"
+  res=$("$python" "$pydir/signal_run.py" "$tmp/k8.h5.partial" 2 "$sig" 0 0 "$tmp/k8" -- \
+    "$snnsim" simulate "${long[@]}" --record "$tmp/k8.h5") || { fail "SIG$sig: $res $(cat "$tmp/k8.err")"; continue; }
+  read -r seen rc _ <<<"$res"
+  if ((seen < 0)); then fail "SIG$sig: the run ended before the signal: $(cat "$tmp/k8.err")"; continue; fi
+  if [[ $sig == TERM ]]; then
+    [[ $rc -eq 143 && $(wc -l <"$tmp/k8.err") -eq 1 ]] &&
+      grep -q "interrupted: stopped after [2-7] of 8 trials; the recording '$tmp/k8.h5.partial' holds them (status aborted): continue it with --resume" "$tmp/k8.err" &&
+      ok || fail "SIGTERM: exit $rc, $(cat "$tmp/k8.err")"
+  else
+    [[ $rc -eq -9 ]] && ok || fail "SIGKILL: exit $rc"
+  fi
+  [[ -f "$tmp/k8.h5.partial" && ! -e "$tmp/k8.h5" ]] && ok || fail "SIG$sig: no unfinished file"
+  k=$("$python" "$pydir/compare_recordings.py" prefix "$tmp/ref8.h5" "$tmp/k8.h5.partial" 2>"$tmp/cmp.err") && ((k >= 2)) && ok ||
+    fail "SIG$sig: the unfinished file is not the run's first trials: $(cat "$tmp/cmp.err")"
+  expect_error "SIG$sig: resume of another model" "k8.h5.partial' was made with another config (/meta attribute 'config')" simulate "${long[@]}" --set g=4 --record "$tmp/k8.h5" --resume
+  "$python" "$pydir/compare_recordings.py" prefix "$tmp/ref8.h5" "$tmp/k8.h5.partial" >/dev/null 2>&1 && ok ||
+    fail "SIG$sig: a refused resume changed the file"
+  "$snnsim" simulate "${long[@]}" --record "$tmp/k8.h5" --resume --summary "$tmp/k8.json" >"$tmp/k8.out" 2>&1 &&
+    grep -q "^resumed: trials 0-$((k - 1)) were in the recording already" "$tmp/k8.out" &&
+    grep -q "^simulated 300 ms x $((8 - k)) trials" "$tmp/k8.out" && ok || fail "SIG$sig: --resume: $(cat "$tmp/k8.out")"
+  "$python" "$pydir/compare_recordings.py" equal "$tmp/ref8.h5" "$tmp/k8.h5" 2>"$tmp/cmp.err" && ok ||
+    fail "SIG$sig: the resumed file differs from an uninterrupted run: $(cat "$tmp/cmp.err")"
+  # The rates (every trial) and the statistics match the uninterrupted run's.
+  "$python" - "$tmp/ref8.json" "$tmp/k8.json" "$tmp/ref8.out" "$tmp/k8.out" <<'PY' && ok || fail "SIG$sig: the resumed run's summary differs"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert b["trials"] == 8 and b["resumed_trials"] > 0 and a["resumed_trials"] == 0, (a["trials"], b)
+for x, y in zip(a["populations"], b["populations"]):
+    for k in ("spikes", "rate_hz", "isi_cv", "fano", "synchrony"):
+        assert x[k] == y[k], (k, x, y)
+rates = [[l for l in open(p) if l.startswith("population ")] for p in sys.argv[3:5]]
+assert rates[0] == rates[1], rates
+PY
+done
+expect_error "--resume without --record" "--resume continues a recording: name it with --record" simulate "$small" --resume
+expect_error "--resume with --overwrite" "--resume continues the recording; --overwrite would replace it" \
+  simulate "$small" --resume --overwrite --record "$tmp/k8.h5"
+expect_error "--resume of a complete file" "$tmp/k8.h5" simulate "${long[@]}" --record "$tmp/k8.h5" --resume
+
 # Bad models: one line naming the entry and the problem, exit 2, no recording.
 bad() {  # bad NAME EXPECTED SED_EXPRESSION: the small model edited by sed
   sed -e "$3" "$small" >"$tmp/bad.toml"

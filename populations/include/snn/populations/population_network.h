@@ -123,6 +123,9 @@ struct PopulationRunResult {
   std::vector<std::string> populations;  ///< names, the spec's order
   std::vector<SpikeList> spikes;         ///< per population (empty if not recorded)
   std::vector<int64_t> population_spikes;  ///< per population: its spikes in all trials, recorded or not
+  /// Each trial's spikes per population, recorded or not: [trials x
+  /// populations], trial-major.
+  std::vector<int64_t> trial_population_spikes;
   std::vector<torch::Tensor> v;          ///< per population: [trials, steps, neurons] float64, or undefined
   int64_t steps = 0, trials = 0;
   int64_t spike_count = 0;   ///< every spike of every population and trial
