@@ -128,21 +128,25 @@ void run_simulate(const SimulateFlags& f) {
   const PopulationRunReport r = run_population_model(model, request);
   const auto& res = r.result;
   const double seconds_bio = model.duration_ms * 1e-3;
-  std::cout << fmt::format("{}: {} neurons, {} synapses ({:.1f} bytes each){}, drawn in {:.2f} s\n", f.model,
-                           r.neurons, r.synapses,
-                           r.synapses ? static_cast<double>(r.synapse_bytes) / r.synapses : 0.0,
-                           r.networks > 1 ? fmt::format(" in trial {}'s network of {}, one per trial",
-                                                                        r.resumed_trials, r.networks)
-                                          : std::string(),
-                           r.build_seconds);
-  if (r.resumed_trials > 0) {
-    std::cout << fmt::format("resumed: trials 0-{} were in the recording already\n", r.resumed_trials - 1);
+  if (r.networks == 0) {  // a resumed recording that held every trial
+    std::cout << fmt::format("{}: nothing left to simulate: the recording held all {} trials\n", f.model, r.trials);
+  } else {
+    std::cout << fmt::format("{}: {} neurons, {} synapses ({:.1f} bytes each){}, drawn in {:.2f} s\n", f.model,
+                             r.neurons, r.synapses,
+                             r.synapses ? static_cast<double>(r.synapse_bytes) / r.synapses : 0.0,
+                             r.networks > 1 ? fmt::format(" in trial {}'s network of {}, one per trial",
+                                                          r.resumed_trials, r.networks)
+                                            : std::string(),
+                             r.build_seconds);
+    if (r.resumed_trials > 0) {
+      std::cout << fmt::format("resumed: trials 0-{} were in the recording already\n", r.resumed_trials - 1);
+    }
+    std::cout << fmt::format("simulated {} ms x {} trial{} at dt = {} ms in {:.2f} s ({} threads): {} spikes, {} "
+                             "synaptic events ({:.3g} per second)\n",
+                             model.duration_ms, res.trials, res.trials == 1 ? "" : "s", model.network.dt, res.seconds,
+                             at::get_num_threads(), res.spike_count, res.synaptic_events,
+                             res.seconds > 0 ? res.synaptic_events / res.seconds : 0.0);
   }
-  std::cout << fmt::format("simulated {} ms x {} trial{} at dt = {} ms in {:.2f} s ({} threads): {} spikes, {} "
-                           "synaptic events ({:.3g} per second)\n",
-                           model.duration_ms, res.trials, res.trials == 1 ? "" : "s", model.network.dt, res.seconds,
-                           at::get_num_threads(), res.spike_count, res.synaptic_events,
-                           res.seconds > 0 ? res.synaptic_events / res.seconds : 0.0);
   for (size_t p = 0; p < model.network.populations.size(); ++p) {
     const double n = static_cast<double>(model.network.populations[p].size);
     std::cout << fmt::format("population {}: {} neurons, {:.2f} Hz\n", model.network.populations[p].name, n,
