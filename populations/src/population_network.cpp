@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <set>
@@ -375,17 +376,21 @@ class Trial {
 
 }  // namespace
 
+void check_run_size(int64_t steps, int64_t trials, int64_t first_trial) {
+  if (steps <= 0 || steps > kMaxSteps) {
+    throw Error("the run must have between 1 and 2^28 steps, got " + std::to_string(steps));
+  }
+  if (trials <= 0 || trials > kMaxTrials) {
+    throw Error("trials must be between 1 and 4096, got " + std::to_string(trials));
+  }
+  if (first_trial < 0 || first_trial > kMaxTrials - trials) {
+    throw Error("the first trial must be between 0 and " + std::to_string(kMaxTrials - trials) + " for " +
+                std::to_string(trials) + " trials (at most 4096 in all), got " + std::to_string(first_trial));
+  }
+}
+
 PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) const {
-  if (o.steps <= 0 || o.steps > kMaxSteps) {
-    throw Error("the run must have between 1 and 2^28 steps, got " + std::to_string(o.steps));
-  }
-  if (o.trials <= 0 || o.trials > kMaxTrials) {
-    throw Error("trials must be between 1 and 4096, got " + std::to_string(o.trials));
-  }
-  if (o.first_trial < 0 || o.first_trial > kMaxTrials - o.trials) {
-    throw Error("the first trial must be between 0 and " + std::to_string(kMaxTrials - o.trials) + " for " +
-                std::to_string(o.trials) + " trials (at most 4096 in all), got " + std::to_string(o.first_trial));
-  }
+  check_run_size(o.steps, o.trials, o.first_trial);
   const int64_t n_pop = static_cast<int64_t>(spec_.populations.size());
   std::vector<bool> record(n_pop, o.record_spikes.empty()), voltmeter(n_pop, false);
   for (const auto& name : o.record_spikes) record[spec_.population_index(name)] = true;
@@ -462,6 +467,15 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
   }
   std::vector<TrialRecord> records(o.trials);
 
+  // A stop request ends every trial at its next poll (every 128 steps).
+  std::atomic<bool> stopped{false};
+  const auto poll = [&](int64_t t) {
+    if ((t & 127) == 0 && o.stop_requested && !stopped.load(std::memory_order_relaxed) && o.stop_requested()) {
+      stopped.store(true);
+    }
+    return stopped.load(std::memory_order_relaxed);
+  };
+
   // Runs trial b with `team` ranges of neurons (a team of threads when > 1).
   const auto run_trial = [&](int64_t b, int64_t team) {
     Trial trial(pops, drives, N, D, o.first_trial + b, b, o.input_seed);
@@ -487,7 +501,7 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
       rec.spikes += static_cast<int64_t>(fired.size());
     };
     if (team == 1) {
-      for (int64_t t = 0; t < T; ++t) {
+      for (int64_t t = 0; t < T && !poll(t); ++t) {
         fired.clear();
         trial.update(t, 0, N, fired, traces, T);
         record_step(t);
@@ -498,6 +512,7 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
       // more than a small network's step): thread c owns neurons [lo, hi)
       // for the update and as targets for the delivery, so only the merge
       // of the step's spikes needs the others.
+      bool stop = false;  // decided by one thread, read by all after the same barrier
 #pragma omp parallel num_threads(static_cast<int>(team))
       {
         const int64_t c = omp_get_thread_num();
@@ -511,8 +526,10 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
             fired.clear();
             for (const auto& p : part) fired.insert(fired.end(), p.begin(), p.end());
             record_step(t);
-          }  // implicit barrier: every thread sees the merged spikes
+            stop = poll(t + 1);
+          }  // implicit barrier: every thread sees the merged spikes (and stop)
           if (!fired.empty()) part_events[c] += trial.deliver(t, fired, lo, hi);
+          if (stop) break;
         }
       }
     }
@@ -532,6 +549,7 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
     for (int64_t b = 0; b < o.trials; ++b) run_trial(b, std::min<int64_t>(threads, std::max<int64_t>(N / 512, 1)));
   }
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (stopped.load()) throw Interrupted("interrupted: the run was asked to stop before its trials ended");
   for (int64_t p = 0; p < n_pop; ++p) {
     SpikeList& list = result.spikes[p];
     for (int64_t b = 0; b < o.trials; ++b) {

@@ -3,6 +3,7 @@
 #include "snn/simulator/population_run.h"
 
 #include <ATen/Parallel.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -11,6 +12,7 @@
 
 #include "snn/core/error.h"
 #include "snn/recording/recording_file.h"
+#include "snn/recording/recording_info.h"
 #include "snn/simulator/run_recording.h"
 
 namespace snn {
@@ -18,6 +20,11 @@ namespace snn {
 using populations::PopulationNetwork;
 
 namespace {
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
 
 bool recorded(const populations::PopulationModel& model, const std::string& name) {
   const auto& r = model.record.record_spikes;
@@ -101,6 +108,7 @@ PopulationRunReport run_population_model(const populations::PopulationModel& mod
   report.population_spikes.assign(static_cast<size_t>(n_pop), 0);
   const bool recording = !request.record_path.empty();
   if (request.resume && !recording) throw Error("resuming a population run needs its recording");
+  populations::check_run_size(model.steps(), model.trials);
 
   // Trials go a group at a time: one per network with a network per trial;
   // with a recording, as many as run in parallel (each committed before the
@@ -110,6 +118,7 @@ PopulationRunReport run_population_model(const populations::PopulationModel& mod
   populations::PopulationRunOptions options = model.record;
   options.steps = model.steps();
   options.input_seed = model.input_seed;
+  options.stop_requested = request.stop_requested;
   std::unique_ptr<PopulationNetwork> net;
   report.networks = 0;
   // The network of trial `first` (one in memory at a time).
@@ -134,16 +143,26 @@ PopulationRunReport run_population_model(const populations::PopulationModel& mod
   int64_t done = 0;  // trials already in the file
   if (recording) {
     const recording::RecordingLayout layout = layout_of(model);
+    const std::string partial = request.record_path + ".partial";
     if (request.resume) {
+      // Read-only first: a resume refused here leaves the file as it was.
+      const std::string unfinished = file_exists(partial) ? partial : request.record_path;
+      if (file_exists(unfinished)) {
+        const int64_t held = recording::read_recording_info(unfinished).samples;
+        if (held > model.trials) {
+          throw Error("the recording '" + unfinished + "' already holds " + std::to_string(held) +
+                      " trials, more than the run's " + std::to_string(model.trials));
+        }
+      }
       file.emplace(recording::RecordingFile::resume(request.record_path, layout, identity(model)));
       done = file->samples_committed();
-      if (done > model.trials) {
-        throw Error("the recording '" + file->partial_path() + "' already holds " + std::to_string(done) +
-                    " trials, more than the run's " + std::to_string(model.trials));
-      }
       const torch::Tensor prior = file->read_rows().layer_spikes.sum(0);
       for (int64_t p = 0; p < n_pop; ++p) report.population_spikes[p] = prior[p].item<int64_t>();
     } else {
+      if (file_exists(partial) && !request.overwrite) {
+        throw Error("'" + partial + "' holds an unfinished run: continue it with --resume, keep what it holds with "
+                    "'snnsim recover', or replace it with --overwrite");
+      }
       draw(0);
       auto meta = identity(model);
       meta.insert(meta.begin() + 1, {{"kind", "populations"}, {"model_file", request.model_path}});
@@ -158,21 +177,32 @@ PopulationRunReport run_population_model(const populations::PopulationModel& mod
     options.first_trial = first;
     options.trials = std::min(group, model.trials - first);
     if (!net || (model.connectivity_per_trial && first != done)) draw(first);
-    populations::PopulationRunResult part = net->simulate(options);
+    const auto stop = [&](int64_t committed) {
+      const std::string where = file ? file->partial_path() : std::string();
+      if (file) file->finish("aborted");
+      throw Interrupted("interrupted: stopped after " + std::to_string(committed) + " of " +
+                        std::to_string(model.trials) + " trials" +
+                        (where.empty() ? std::string()
+                                       : "; the recording '" + where + "' holds them (status aborted): continue it "
+                                         "with --resume, or make it a normal file with 'snnsim recover'"));
+    };
+    populations::PopulationRunResult part;
+    try {
+      part = net->simulate(options);
+    } catch (const Interrupted&) {
+      stop(first);  // the group in progress is dropped
+    }
     for (int64_t p = 0; p < n_pop; ++p) report.population_spikes[p] += part.population_spikes[p];
     if (file) {
       file->append(batch_of(model, part));
       file->commit();
+      // Committed: only the counts stay in memory, however long the run.
+      part.spikes.assign(part.spikes.size(), {});
+      part.v.assign(part.v.size(), torch::Tensor());
     }
-    populations::append_trials(report.result, std::move(part));
+    populations::append_trials(report.result, part);
     const int64_t now_done = first + options.trials;
-    if (file && now_done < model.trials && request.stop_requested && request.stop_requested()) {
-      file->finish("aborted");
-      throw Interrupted("interrupted: stopped after " + std::to_string(now_done) + " of " +
-                        std::to_string(model.trials) + " trials; the recording '" + file->partial_path() +
-                        "' holds them (status aborted): continue it with --resume, or make it a normal file with "
-                        "'snnsim recover'");
-    }
+    if (now_done < model.trials && request.stop_requested && request.stop_requested()) stop(now_done);
   }
   if (file) {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_wall).count();

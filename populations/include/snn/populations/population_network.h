@@ -25,6 +25,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -110,7 +111,16 @@ struct PopulationRunOptions {
   /// neurons of each population listed here.
   std::vector<std::string> record_v;
   int64_t voltmeter_neurons = 0;
+  /// Polled every 128 steps (from any of the run's threads): true stops
+  /// every trial there and simulate() throws snn::Interrupted, returning
+  /// nothing of the unfinished trials. Empty: never.
+  std::function<bool()> stop_requested;
 };
+
+/// Throws snn::Error unless a run of `steps` steps and trials
+/// [first_trial, first_trial + trials) is within what the random streams
+/// can number (1 to 2^28 steps, 1 to 4096 trials in all).
+void check_run_size(int64_t steps, int64_t trials, int64_t first_trial = 0);
 
 /// A population's recorded spikes: one entry per spike, ordered by trial,
 /// step, neuron.
