@@ -104,9 +104,7 @@ void run_simulate(const SimulateFlags& f) {
     if (f.summary.empty() || f.record.empty()) {
       throw Error("--synchrony-bin sets the bins of --summary's synchrony, which needs --summary and --record");
     }
-    const double steps = std::round(model.duration_ms / model.network.dt);
-    analysis::synchrony_bin_steps(f.synchrony_bin, model.network.dt, static_cast<int64_t>(steps),
-                                  "model '" + f.model + "'");
+    analysis::synchrony_bin_steps(f.synchrony_bin, model.network.dt, model.steps(), "model '" + f.model + "'");
   }
   if (f.resume && f.record.empty()) throw Error("--resume continues a recording: name it with --record");
   if (f.resume && f.overwrite) throw Error("--resume continues the recording; --overwrite would replace it: give one");

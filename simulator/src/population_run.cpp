@@ -3,10 +3,10 @@
 #include "snn/simulator/population_run.h"
 
 #include <ATen/Parallel.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <optional>
 
@@ -20,11 +20,6 @@ namespace snn {
 using populations::PopulationNetwork;
 
 namespace {
-
-bool file_exists(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0;
-}
 
 bool recorded(const populations::PopulationModel& model, const std::string& name) {
   const auto& r = model.record.record_spikes;
@@ -140,14 +135,15 @@ PopulationRunReport run_population_model(const populations::PopulationModel& mod
   // file or a resume that does not fit is refused before anything is
   // simulated.
   std::optional<recording::RecordingFile> file;
+  std::error_code no_error;  // an unreadable path counts as absent; opening it then says why
   int64_t done = 0;  // trials already in the file
   if (recording) {
     const recording::RecordingLayout layout = layout_of(model);
     const std::string partial = request.record_path + ".partial";
     if (request.resume) {
       // Read-only first: a resume refused here leaves the file as it was.
-      const std::string unfinished = file_exists(partial) ? partial : request.record_path;
-      if (file_exists(unfinished)) {
+      const std::string unfinished = std::filesystem::exists(partial, no_error) ? partial : request.record_path;
+      if (std::filesystem::exists(unfinished, no_error)) {
         const int64_t held = recording::read_recording_info(unfinished).samples;
         if (held > model.trials) {
           throw Error("the recording '" + unfinished + "' already holds " + std::to_string(held) +
@@ -159,7 +155,7 @@ PopulationRunReport run_population_model(const populations::PopulationModel& mod
       const torch::Tensor prior = file->read_rows().layer_spikes.sum(0);
       for (int64_t p = 0; p < n_pop; ++p) report.population_spikes[p] = prior[p].item<int64_t>();
     } else {
-      if (file_exists(partial) && !request.overwrite) {
+      if (std::filesystem::exists(partial, no_error) && !request.overwrite) {
         throw Error("'" + partial + "' holds an unfinished run: continue it with --resume, keep what it holds with "
                     "'snnsim recover', or replace it with --overwrite");
       }
@@ -172,20 +168,21 @@ PopulationRunReport run_population_model(const populations::PopulationModel& mod
   }
   report.resumed_trials = done;
 
+  // A stop request ends the run with `committed` trials in the file.
+  const auto stop = [&](int64_t committed) {
+    const std::string where = file ? file->partial_path() : std::string();
+    if (file) file->finish("aborted");
+    throw Interrupted("interrupted: stopped after " + std::to_string(committed) + " of " +
+                      std::to_string(model.trials) + " trials" +
+                      (where.empty() ? std::string()
+                                     : "; the recording '" + where + "' holds them (status aborted): continue it "
+                                       "with --resume, or make it a normal file with 'snnsim recover'"));
+  };
   const auto start_wall = std::chrono::steady_clock::now();
   for (int64_t first = done; first < model.trials; first += group) {
     options.first_trial = first;
     options.trials = std::min(group, model.trials - first);
     if (!net || (model.connectivity_per_trial && first != done)) draw(first);
-    const auto stop = [&](int64_t committed) {
-      const std::string where = file ? file->partial_path() : std::string();
-      if (file) file->finish("aborted");
-      throw Interrupted("interrupted: stopped after " + std::to_string(committed) + " of " +
-                        std::to_string(model.trials) + " trials" +
-                        (where.empty() ? std::string()
-                                       : "; the recording '" + where + "' holds them (status aborted): continue it "
-                                         "with --resume, or make it a normal file with 'snnsim recover'"));
-    };
     populations::PopulationRunResult part;
     try {
       part = net->simulate(options);
