@@ -10,9 +10,17 @@
 // prints the line "snnsim-test: expected skip", which is what CTest's
 // SKIP_REGULAR_EXPRESSION (tests/CMakeLists.txt) looks for. Any other skip
 // exits 1 with the test named, and CTest counts the test failed.
+//
+// A crash (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT) prints the crashing
+// thread's backtrace before the process dies of the signal: a crash seen once
+// in a CI log (a race, a flake) is otherwise gone with nothing to go on.
+// Sanitizer builds keep their own, better reports.
 #include <ATen/Parallel.h>
+#include <execinfo.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <string>
 
@@ -33,9 +41,41 @@ bool skip_allowed(const testing::TestInfo& info) {
   return false;
 }
 
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// Only async-signal-safe calls (write, backtrace_symbols_fd; backtrace once
+// it is loaded): the heap may be what broke.
+void on_crash(int sig) {
+  const char head[] = "snnsim-test: fatal signal, backtrace of the crashing thread (addr2line -e EXE -f -C ADDR):\n";
+  (void)!::write(STDERR_FILENO, head, sizeof(head) - 1);
+  void* frames[64];
+  const int n = ::backtrace(frames, 64);
+  ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+void print_backtrace_on_crash() {
+  void* warm[1];
+  ::backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
+  static char alt_stack[1 << 16];  // a stack overflow still gets its report
+  stack_t ss{};
+  ss.ss_sp = alt_stack;
+  ss.ss_size = sizeof(alt_stack);
+  ::sigaltstack(&ss, nullptr);
+  struct sigaction sa{};
+  sa.sa_handler = on_crash;
+  sa.sa_flags = SA_ONSTACK | SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT}) ::sigaction(sig, &sa, nullptr);
+}
+#else
+void print_backtrace_on_crash() {}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  print_backtrace_on_crash();
   testing::InitGoogleTest(&argc, argv);
   at::set_num_threads(2);
   int rc = RUN_ALL_TESTS();
