@@ -352,12 +352,28 @@ struct World::State {
   }
 };
 
+void World::prepare_process() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // c10d logs a warning (with a stack trace) for every broken connection
+    // before it throws; World turns each into one error that names the
+    // rank, so c10's warnings would only repeat it, many lines long.
+    FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);  // errors only
+    // c10d's flight recorder (a trace of every collective for debugging
+    // hangs, on by default; snnsim never reads it) adds each process group
+    // to a process-wide std::map outside its mutex on the group's first
+    // collective (torch 2.11, FlightRecorderDetail.hpp). Two groups of one
+    // process starting collectives at once corrupt the map: a SIGSEGV in
+    // ProcessGroupGloo::enqueue, seen when tests run ranks as threads. It is
+    // read from the environment when the first group starts; a value the
+    // user set is kept.
+    ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0);
+  });
+}
+
 World::World(const WorldOptions& options, PeerFailure on_peer_failure) : s_(std::make_unique<State>()) {
   options.validate();
-  // c10d logs a warning (with a stack trace) for every broken connection
-  // before it throws; World turns each into one error that names the rank,
-  // so c10's warnings would only repeat it, many lines long.
-  FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);  // errors only
+  prepare_process();
   s_->o = options;
   s_->where = fmt::format("{}:{}", options.master_addr, options.master_port);
   s_->on_peer_failure = on_peer_failure ? std::move(on_peer_failure) : PeerFailure(default_peer_failure);

@@ -20,6 +20,11 @@
 
 namespace snn::test {
 
+/// World's process-wide settings, made before main and so before any rank
+/// thread: prepare_process() sets the environment, which must not change
+/// while other threads read it.
+inline const bool kWorldProcessPrepared = (dist::World::prepare_process(), true);
+
 /// A TCP socket bound to 127.0.0.1 on a port the kernel chose; its port in `port`.
 inline int bound_socket(int& port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

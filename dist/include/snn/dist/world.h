@@ -109,6 +109,15 @@ class World {
   /// snn::Error(message).
   using PeerFailure = std::function<void(const std::string& message, int code)>;
 
+  /// The process-wide c10d settings every World relies on: c10's warnings
+  /// off (World reports each failure once, by rank) and c10d's flight
+  /// recorder off unless TORCH_FR_BUFFER_SIZE asks for it (see world.cpp:
+  /// it races when two process groups of one process start at once). Once
+  /// per process, through the environment; the constructor calls it, and a
+  /// program that constructs Worlds on several threads (tests running ranks
+  /// as threads) calls it first, before those threads exist.
+  static void prepare_process();
+
   /// Joins the run. Throws snn::Error when the store cannot be hosted (the
   /// port is in use) or reached, or when not every rank arrives within
   /// timeout_s (the message names the missing ranks).
