@@ -13,9 +13,23 @@
 #include <string>
 #include <vector>
 
+#include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
 
-namespace snn::functional {
+namespace snn {
+namespace neurons::detail {
+#define SNN_DECLARE_MAX_POOL_2X2(isa)                                                                      \
+  namespace isa {                                                                                          \
+  template <typename T>                                                                                    \
+  void max_pool_2x2(const T* x, T* y, uint8_t* idx, int64_t H, int64_t W, int64_t p0, int64_t p1);         \
+  }
+SNN_DECLARE_MAX_POOL_2X2(base)
+SNN_DECLARE_MAX_POOL_2X2(avx2)
+SNN_DECLARE_MAX_POOL_2X2(avx512)
+#undef SNN_DECLARE_MAX_POOL_2X2
+}  // namespace neurons::detail
+
+namespace functional {
 namespace {
 
 std::string pair_text(const std::array<int64_t, 2>& v) {
@@ -43,35 +57,10 @@ struct Geometry {
 // given, its position in the window (ky KW + kx). LibTorch's rule: the
 // window clipped to the input, scanned by rows from -inf, an element taken
 // when greater or NaN; with nothing taken the position is the clipped
-// window's first.
+// window's first. (2 x 2 windows at stride 2 without padding go to the
+// per-ISA max_pool_2x2 instead, pool_loops.cpp.)
 template <typename T>
 void pool_forward(const T* x, T* y, uint8_t* idx, const Geometry& g, int64_t p0, int64_t p1) {
-  if (g.KH == 2 && g.KW == 2 && g.sH == 2 && g.sW == 2 && g.pH == 0 && g.pW == 0) {
-    // CNNs' usual 2 x 2 pool, without the clipping arithmetic. The first
-    // element is always the start (taken unless it is -inf, which is then
-    // the running maximum anyway).
-    for (int64_t p = p0; p < p1; ++p) {
-      for (int64_t oy = 0; oy < g.OH; ++oy) {
-        const T* r0 = x + (p * g.H + 2 * oy) * g.W;
-        const T* r1 = r0 + g.W;
-        T* out = y + (p * g.OH + oy) * g.OW;
-        uint8_t* at = idx ? idx + (p * g.OH + oy) * g.OW : nullptr;
-        for (int64_t ox = 0; ox < g.OW; ++ox) {
-          T best = r0[2 * ox];
-          uint8_t where = 0;
-          const T v[3] = {r0[2 * ox + 1], r1[2 * ox], r1[2 * ox + 1]};
-          for (uint8_t k = 0; k < 3; ++k) {
-            const bool take = (v[k] > best) | (v[k] != v[k]);
-            best = take ? v[k] : best;
-            where = take ? static_cast<uint8_t>(k + 1) : where;
-          }
-          out[ox] = best;
-          if (at) at[ox] = where;
-        }
-      }
-    }
-    return;
-  }
   for (int64_t p = p0; p < p1; ++p) {
     const T* in = x + p * g.H * g.W;
     T* out = y + p * g.OH * g.OW;
@@ -128,6 +117,14 @@ torch::Tensor pool(const torch::Tensor& x, const Geometry& g, torch::Tensor* idx
     const scalar_t* xp = x.data_ptr<scalar_t>();
     scalar_t* yp = y.data_ptr<scalar_t>();
     uint8_t* ip = idx ? idx->data_ptr<uint8_t>() : nullptr;
+    if (g.KH == 2 && g.KW == 2 && g.sH == 2 && g.sW == 2 && g.pH == 0 && g.pW == 0) {
+      // CNNs' usual pool: vectors of outputs, no clipping arithmetic.
+      const CpuLoops loops = cpu_loops();
+      at::parallel_for(0, g.N * g.C, plane_grain(g), [&](int64_t p0, int64_t p1) {
+        SNN_ISA_CALL(loops, neurons::detail, max_pool_2x2(xp, yp, ip, g.H, g.W, p0, p1));
+      });
+      return;
+    }
     at::parallel_for(0, g.N * g.C, plane_grain(g),
                      [&](int64_t p0, int64_t p1) { pool_forward(xp, yp, ip, g, p0, p1); });
   });
@@ -316,4 +313,5 @@ torch::Tensor im2rows(const torch::Tensor& x, std::array<int64_t, 2> kernel, std
   return rows(x.contiguous(), g);
 }
 
-}  // namespace snn::functional
+}  // namespace functional
+}  // namespace snn

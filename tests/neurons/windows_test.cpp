@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
 #include "snn/neurons/windows.h"
 
@@ -52,6 +53,29 @@ const std::vector<Window> pool_cases = {
     {1, 5, 5, {5, 5}, {1, 1}, {2, 2}, {1, 1}},     // every window overlaps every other
 };
 
+// The 2 x 2, stride-2 pool's vector loop (pool_loops.cpp) at each width:
+// rows of 3 outputs (scalar), 4, 7 (4 lanes, the last group overlapping),
+// 14 (8 lanes; the MNIST CNN's first pool), 16 and 40 (16 lanes), odd
+// sizes leaving a row and a column out.
+const std::vector<Window> pool_2x2_cases = {
+    {2, 6, 6, {2, 2}, {2, 2}, {0, 0}, {1, 1}},   {2, 8, 8, {2, 2}, {2, 2}, {0, 0}, {1, 1}},
+    {2, 14, 14, {2, 2}, {2, 2}, {0, 0}, {1, 1}}, {2, 28, 28, {2, 2}, {2, 2}, {0, 0}, {1, 1}},
+    {1, 5, 33, {2, 2}, {2, 2}, {0, 0}, {1, 1}},  {1, 7, 81, {2, 2}, {2, 2}, {0, 0}, {1, 1}},
+};
+
+// Spikes, analog values, and analog values salted with NaNs and infinities
+// of both signs (where the window position rule matters most).
+torch::Tensor salted(const Window& c, int64_t n, int kind, torch::Dtype dtype) {
+  torch::Tensor x = input_of(c, n, kind == 0, dtype);
+  if (kind == 2) {
+    const torch::Tensor r = torch::rand(x.sizes(), torch::dtype(torch::kDouble));
+    x.masked_fill_(r < 0.05, std::numeric_limits<double>::quiet_NaN());
+    x.masked_fill_((r >= 0.05) & (r < 0.1), std::numeric_limits<double>::infinity());
+    x.masked_fill_((r >= 0.1) & (r < 0.15), -std::numeric_limits<double>::infinity());
+  }
+  return x;
+}
+
 TEST(MaxPool2d, GivesLibTorchsValuesAndGradientsBitForBit) {
   for (const auto dtype : {torch::kFloat, torch::kDouble}) {
     for (const bool spikes : {true, false}) {
@@ -92,6 +116,33 @@ TEST(MaxPool2d, TakesNaNsAndInfinitiesAsLibTorchDoes) {
     yb.sum().backward();
     EXPECT_TRUE(same_bits(xa.grad(), xb.grad()));
   }
+}
+
+TEST(MaxPool2d, EveryCpuBuildOfThe2x2PoolGivesLibTorchsValuesAndGradients) {
+  const CpuIsa before = detail::cpu_isa_setting().load();
+  for (const CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAuto}) {
+    set_cpu_isa(isa);
+    for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+      for (const int kind : {0, 1, 2}) {
+        for (const auto& c : pool_2x2_cases) {
+          SCOPED_TRACE(name_of(c) + " " + cpu_loops_name(cpu_loops()) + " input kind " + std::to_string(kind) + " " +
+                       c10::toString(dtype));
+          const torch::Tensor x0 = salted(c, 3, kind, dtype);
+          const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
+          const torch::Tensor ya = functional::max_pool2d(xa, c.kernel, c.stride, c.padding);
+          const torch::Tensor yb = torch::max_pool2d(xb, {2, 2}, {2, 2});
+          ASSERT_TRUE(same_bits(ya, yb));
+          const torch::Tensor g = torch::randn(ya.sizes(), torch::dtype(dtype));
+          ya.backward(g);
+          yb.backward(g);
+          EXPECT_TRUE(same_bits(xa.grad(), xb.grad()));  // the window positions kept
+          torch::NoGradGuard no_grad;
+          EXPECT_TRUE(same_bits(functional::max_pool2d(x0, c.kernel, c.stride, c.padding), yb));
+        }
+      }
+    }
+  }
+  set_cpu_isa(before);
 }
 
 TEST(MaxPool2d, DoesNotDependOnThreads) {
