@@ -126,7 +126,7 @@ void run_simulate(const SimulateFlags& f) {
   const PopulationRunReport r = run_population_model(model, request);
   const auto& res = r.result;
   const double seconds_bio = model.duration_ms * 1e-3;
-  if (r.networks == 0) {  // a resumed recording that held every trial
+  if (res.trials == 0) {  // a resumed recording that held every trial
     std::cout << fmt::format("{}: nothing left to simulate: the recording held all {} trials\n", f.model, r.trials);
   } else {
     std::cout << fmt::format("{}: {} neurons, {} synapses ({:.1f} bytes each){}, drawn in {:.2f} s\n", f.model,

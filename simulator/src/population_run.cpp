@@ -201,9 +201,17 @@ PopulationRunReport run_population_model(const populations::PopulationModel& mod
     const int64_t now_done = first + options.trials;
     if (now_done < model.trials && request.stop_requested && request.stop_requested()) stop(now_done);
   }
+  // A resume that found every trial committed drew no network: the report
+  // still describes the model's (trial 0's, as a fresh run's does).
+  if (report.networks == 0) draw(0);
   if (file) {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_wall).count();
-    file->finish("complete", {{"wall_seconds", std::to_string(wall)}});
+    // wall_time_s is this invocation's time (snnsim run's name for it).
+    std::vector<std::pair<std::string, std::string>> end{{"wall_time_s", std::to_string(wall)}};
+    if (request.resume) {
+      for (auto& kv : resume_provenance()) end.push_back(std::move(kv));
+    }
+    file->finish("complete", end);
     report.record_path = request.record_path;
   }
   return report;

@@ -106,6 +106,14 @@ std::vector<std::pair<std::string, std::string>> software_provenance(const std::
           {"start_time", started}};
 }
 
+std::vector<std::pair<std::string, std::string>> resume_provenance() {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& [k, v] : software_provenance("")) {
+    if (k == "start_time" || k == "threads" || k == "host") out.emplace_back("resume_" + k, v);
+  }
+  return out;
+}
+
 std::string human_bytes(double b) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   int u = 0;

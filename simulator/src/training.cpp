@@ -28,6 +28,7 @@
 #include "snn/simulator/checkpoint.h"
 #include "snn/simulator/distributed.h"
 #include "snn/simulator/fused_adam.h"
+#include "snn/simulator/run_recording.h"
 
 namespace snn {
 
@@ -701,7 +702,12 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
   finish_result(r, net.config());
   if (recorder) {
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    recorder->finish("complete", {{"wall_time_s", std::to_string(wall)}, {"accuracy", std::to_string(r.accuracy)}});
+    std::vector<std::pair<std::string, std::string>> end{{"wall_time_s", std::to_string(wall)},
+                                                         {"accuracy", std::to_string(r.accuracy)}};
+    if (record->resume) {
+      for (auto& kv : resume_provenance()) end.push_back(std::move(kv));
+    }
+    recorder->finish("complete", end);
     r.record_peak_bytes = recorder->peak_bytes();
     r.record_total_bytes = recorder->total_bytes();
   }

@@ -128,6 +128,20 @@ for sig in TERM KILL; do
   expect_error "SIG$sig: resume of another model" "k8.h5.partial' was made with another config (/meta attribute 'config')" simulate "${long[@]}" --set g=4 --record "$tmp/k8.h5" --resume
   "$python" "$pydir/compare_recordings.py" prefix "$tmp/ref8.h5" "$tmp/k8.h5.partial" >/dev/null 2>&1 &&
     [[ $(attrs "$tmp/k8.h5.partial") == "$before" ]] && ok || fail "SIG$sig: a refused resume changed the file"
+  if [[ $sig == KILL ]]; then
+    # A resume that finds every trial committed (here: of a k-trial run)
+    # simulates nothing, finishes the file and still describes the network.
+    cp "$tmp/k8.h5.partial" "$tmp/nl.h5.partial"
+    "$snnsim" simulate "$small" --duration 500 --trials "$k" --threads 1 --record "$tmp/nl.h5" --resume \
+      --summary "$tmp/nl.json" >"$tmp/nl.out" 2>&1 &&
+      grep -q "nothing left to simulate: the recording held all $k trials" "$tmp/nl.out" && [[ -f "$tmp/nl.h5" ]] &&
+      "$python" - "$tmp/ref8.json" "$tmp/nl.json" <<'PY' && ok || fail "resume with nothing left: $(cat "$tmp/nl.out")"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert (b["neurons"], b["synapses"]) == (a["neurons"], a["synapses"]) and b["neurons"] > 0, (a, b)
+assert b["resumed_trials"] == b["trials"], b
+PY
+  fi
   "$snnsim" simulate "${long[@]}" --record "$tmp/k8.h5" --resume --summary "$tmp/k8.json" >"$tmp/k8.out" 2>&1 &&
     grep -q "^resumed: trials 0-$((k - 1)) were in the recording already" "$tmp/k8.out" &&
     grep -q "^simulated 500 ms x $((10 - k)) trials" "$tmp/k8.out" && ok || fail "SIG$sig: --resume: $(cat "$tmp/k8.out")"
@@ -143,6 +157,16 @@ for x, y in zip(a["populations"], b["populations"]):
         assert x[k] == y[k], (k, x, y)
 rates = [[l for l in open(p) if l.startswith("population ")] for p in sys.argv[3:5]]
 assert rates[0] == rates[1], rates
+PY
+  # /meta: the first invocation's start, the resuming one's beside it, and
+  # the wall time under snnsim run's name.
+  "$python" - "$tmp/ref8.h5" "$tmp/k8.h5" <<'PY' && ok || fail "SIG$sig: the resumed file's /meta"
+import h5py, sys
+a, b = (h5py.File(p, "r")["meta"].attrs for p in sys.argv[1:3])
+assert float(a["wall_time_s"]) > 0 and "resume_start_time" not in a, dict(a)
+for k in ("resume_start_time", "resume_threads", "resume_host"):
+    assert k in b, (k, sorted(b))
+assert int(b["resumed_at_sample"]) >= 2 and float(b["wall_time_s"]) > 0, dict(b)
 PY
 done
 expect_error "--resume without --record" "--resume continues a recording: name it with --record" simulate "$small" --resume

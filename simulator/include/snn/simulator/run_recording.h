@@ -34,6 +34,13 @@ std::vector<std::pair<std::string, std::string>> run_provenance(const NetworkCon
 /// LibTorch, HDF5), threads, the host's name and the start time (UTC, now).
 std::vector<std::pair<std::string, std::string>> software_provenance(const std::string& git_commit);
 
+/// What a resumed recording's /meta adds when it is finished (its
+/// start_time, threads and host stay the first invocation's): the
+/// resuming invocation's resume_start_time, resume_threads and resume_host.
+/// Beside resumed_at_sample (where it went on) and wall_time_s (that
+/// invocation's time).
+std::vector<std::pair<std::string, std::string>> resume_provenance();
+
 /// A recording's size before compression, estimated from the firing rates
 /// of a first batch: 16 bytes per spike (timestamp and id), 4 per recorded
 /// potential and step, and each sample's rows.
