@@ -264,6 +264,29 @@ torch::Tensor BatchNormImpl::forward(const torch::Tensor& x) {
                                     running_var);
   }
   const auto [scale, shift] = inference_affine();
+  if (xf.is_cpu() && (xf.scalar_type() == torch::kFloat || xf.scalar_type() == torch::kDouble)) {
+    // One pass instead of four over a double copy (a spiking CNN's
+    // evaluation spent a sixth of its time there): the same operations on
+    // each element, double(x) * scale + shift rounded once to x's dtype.
+    const torch::Tensor x4 = as_kbcs(xf).contiguous();
+    torch::Tensor y = torch::empty_like(x4);
+    const int64_t C = x4.size(2), S = x4.size(3), planes = x4.size(0) * x4.size(1) * C;
+    const double* sc = scale.data_ptr<double>();
+    const double* sh = shift.data_ptr<double>();
+    AT_DISPATCH_FLOATING_TYPES(x4.scalar_type(), "snn_batch_norm_inference", [&] {
+      const scalar_t* xp = x4.data_ptr<scalar_t>();
+      scalar_t* yp = y.data_ptr<scalar_t>();
+      at::parallel_for(0, planes, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, S)), [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const double a = sc[p % C], b = sh[p % C];
+          const scalar_t* r = xp + p * S;
+          scalar_t* o = yp + p * S;
+          for (int64_t i = 0; i < S; ++i) o[i] = static_cast<scalar_t>(static_cast<double>(r[i]) * a + b);
+        }
+      });
+    });
+    return y.reshape(x.sizes());
+  }
   const torch::Tensor y = as_kbcs(xf).to(torch::kDouble) * per_channel(scale.to(x.device())) +
                           per_channel(shift.to(x.device()));
   return y.to(xf.scalar_type()).reshape(x.sizes());

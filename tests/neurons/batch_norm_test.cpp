@@ -1,6 +1,7 @@
 // snn::BatchNorm (batch_norm.h): per-step batch statistics while training,
 // against LibTorch's batch_norm step by step; running statistics; gradients
 // against autograd; results and gradients independent of the block size K.
+#include <ATen/Parallel.h>
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -49,6 +50,41 @@ TEST(BatchNorm, InferenceAppliesTheRunningStatistics) {
   EXPECT_NEAR(y[0][0][0].item<double>(), (1.0 - 0.5) / std::sqrt(4.0 + 1e-4) * 0.5 - 0.2, 1e-6);
   EXPECT_NEAR(y[0][0][1].item<double>(), (2.0 + 1.0) / std::sqrt(0.25 + 1e-4) * 1.5 + 0.3, 1e-5);
   EXPECT_EQ(bn->running_mean[0].item<float>(), 0.5f);  // inference leaves the statistics alone
+}
+
+// The CPU loop of inference against the tensor formula it replaces:
+// double(x) * scale + shift, rounded once; float and double, bool spikes,
+// any thread count.
+TEST(BatchNorm, InferenceLoopGivesTheTensorFormulasValuesBitForBit) {
+  torch::manual_seed(5);
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    BatchNorm bn = make(3);
+    {
+      torch::NoGradGuard no_grad;
+      bn->to(dtype);
+      bn->running_mean.copy_(torch::tensor({0.3, -0.7, 0.01}));
+      bn->running_var.copy_(torch::tensor({0.5, 2.0, 1e-3}));
+    }
+    torch::NoGradGuard no_grad;
+    const auto [scale, shift] = bn->inference_affine();
+    for (const bool spikes : {false, true}) {
+      const torch::Tensor r = torch::randn({3, 5, 3, 7, 9}, torch::dtype(dtype)) * 3;
+      const torch::Tensor x = spikes ? r > 0.5 : r;
+      const torch::Tensor want = (x.to(torch::kDouble) * scale.view({1, 1, 3, 1, 1}) + shift.view({1, 1, 3, 1, 1}))
+                                     .to(dtype);
+      const int threads = at::get_num_threads();
+      for (const int t : {1, 2}) {
+        at::set_num_threads(t);
+        const torch::Tensor y = bn->forward(x);
+        EXPECT_EQ(y.scalar_type(), dtype);
+        EXPECT_TRUE(torch::equal(y, want)) << c10::toString(dtype) << (spikes ? " spikes" : "") << ", threads " << t;
+      }
+      at::set_num_threads(threads);
+      // A [K, B, C] input (after a Linear) too.
+      const torch::Tensor v = r.select(4, 0).select(3, 0);
+      EXPECT_TRUE(torch::equal(bn->forward(v), (v.to(torch::kDouble) * scale + shift).to(dtype)));
+    }
+  }
 }
 
 TEST(BatchNorm, GradientsEqualAutogradOfLibTorchsBatchNorm) {
