@@ -4,12 +4,14 @@
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "conv2d_args.h"
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
+#include "snn/core/frozen_weights.h"
 
 namespace snn {
 namespace neurons::detail {
@@ -63,6 +65,76 @@ Targets targets_of(int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH, int
   }
   t.first.push_back(static_cast<int32_t>(t.output.size()));
   return t;
+}
+
+// What a call derives from its geometry and weights, kept per thread (a
+// pipeline stage calls with the same few layers again and again; at B = 1
+// deriving them anew took as long as a fifth of the convolution itself).
+// The targets depend on the geometry alone; the packed weights are kept
+// only while a FrozenWeights guard promises the parameters do not change
+// (snn/core/frozen_weights.h), and checked against the tensors' identity,
+// data and version besides.
+constexpr size_t kCacheEntries = 16;  // layers of one thread; more: start over
+
+const Targets& targets_cached(int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                              const std::array<int64_t, 2>& s, const std::array<int64_t, 2>& p,
+                              const std::array<int64_t, 2>& d) {
+  thread_local std::map<std::array<int64_t, 12>, Targets> cache;
+  const std::array<int64_t, 12> key{H, W, KH, KW, OH, OW, s[0], s[1], p[0], p[1], d[0], d[1]};
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    if (cache.size() >= kCacheEntries) cache.clear();
+    it = cache.emplace(key, targets_of(H, W, KH, KW, OH, OW, s, p, d)).first;
+  }
+  return it->second;
+}
+
+// The weights as rows f = (c KH + ky) KW + kx of TW output channels
+// (zero-padded): W [Cout, F] transposed; the bias zero-padded to TW.
+struct PackedConv {
+  torch::Tensor weight, bias;
+  torch::Tensor source_weight, source_bias;  // what they were packed from
+  const void* weight_data = nullptr;
+  uint32_t weight_version = 0, bias_version = 0;
+  uint64_t epoch = 0;
+};
+
+const PackedConv& packed_cached(const torch::Tensor& weight, const torch::Tensor& bias, int64_t Cout, int64_t F,
+                                int64_t TW) {
+  thread_local std::vector<PackedConv> cache;
+  const uint64_t epoch = FrozenWeights::epoch();
+  if (epoch != 0) {
+    for (const PackedConv& c : cache) {
+      if (c.epoch == epoch && c.source_weight.is_same(weight) && c.weight_data == weight.data_ptr() &&
+          c.weight_version == weight._version() && c.source_bias.defined() == bias.defined() &&
+          (!bias.defined() || (c.source_bias.is_same(bias) && c.bias_version == bias._version()))) {
+        return c;
+      }
+    }
+  }
+  PackedConv c;
+  c.weight = torch::constant_pad_nd(weight.detach().reshape({Cout, F}).t(), {0, TW - Cout}).contiguous();
+  c.bias = bias.defined() ? torch::constant_pad_nd(bias.detach(), {0, TW - Cout}).contiguous() : torch::Tensor();
+  if (epoch == 0) {  // no promise: packed for this call only
+    thread_local PackedConv once;
+    once = std::move(c);
+    cache.clear();
+    return once;
+  }
+  c.source_weight = weight;
+  c.source_bias = bias;
+  c.weight_data = weight.data_ptr();
+  c.weight_version = weight._version();
+  c.bias_version = bias.defined() ? bias._version() : 0;
+  c.epoch = epoch;
+  // Entries of an older epoch (or beyond the bound) go: they hold tensors.
+  std::vector<PackedConv> kept;
+  for (PackedConv& old : cache) {
+    if (old.epoch == epoch && kept.size() + 1 < kCacheEntries) kept.push_back(std::move(old));
+  }
+  kept.push_back(std::move(c));
+  cache = std::move(kept);
+  return cache.back();
 }
 
 }  // namespace
@@ -119,16 +191,12 @@ torch::Tensor conv2d_event(const torch::Tensor& x_in, const torch::Tensor& weigh
   torch::Tensor y = torch::empty({N, Cout, OH, OW}, weight.options());
   if (N == 0 || Cout == 0) return y;
   const torch::Tensor x = x_in.contiguous();
-  const Targets t = targets_of(H, W, KH, KW, OH, OW, stride, padding, dilation);
-  // The weights as rows f = (c KH + ky) KW + kx of TW output channels
-  // (zero-padded): W [Cout, F] transposed. Packed on every call: F TW
-  // values, small beside a batch's work.
+  const Targets& t = targets_cached(H, W, KH, KW, OH, OW, stride, padding, dilation);
   const int64_t F = C * KH * KW, TW = (Cout + 15) / 16 * 16;
   torch::NoGradGuard no_grad;
-  const torch::Tensor wt =
-      torch::constant_pad_nd(weight.detach().reshape({Cout, F}).t(), {0, TW - Cout}).contiguous();
-  const torch::Tensor b =
-      bias.defined() ? torch::constant_pad_nd(bias.detach(), {0, TW - Cout}).contiguous() : torch::Tensor();
+  const PackedConv& packed = packed_cached(weight, bias, Cout, F, TW);
+  const torch::Tensor& wt = packed.weight;
+  const torch::Tensor& b = packed.bias;
   const CpuLoops loops = cpu_loops();
   AT_DISPATCH_FLOATING_TYPES(weight.scalar_type(), "snn_conv2d_event", [&] {
     neurons::detail::Conv2dEventArgs<scalar_t> a;

@@ -8,6 +8,7 @@
 
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
+#include "snn/core/frozen_weights.h"
 #include "snn/neurons/conv2d.h"
 #include "snn/neurons/linear.h"
 #include "support/cpu_builds.h"
@@ -105,6 +106,52 @@ TEST(Conv2dEvent, AgreesWithTorchConv2d) {
     ASSERT_EQ(y.sizes(), ref.sizes()) << conv_name(c);
     EXPECT_TRUE(torch::allclose(y, ref, 1e-12, 1e-12)) << conv_name(c);
   }
+}
+
+// The packed weights are kept between calls only while a FrozenWeights
+// guard lives, and only for the tensors they came from: a new guard, other
+// weights or an in-place change (outside a guard) are seen; every case
+// gives what a first call does.
+TEST(Conv2dEvent, KeptPackingFollowsTheWeightsAndTheGuards) {
+  torch::manual_seed(13);
+  const ConvCase c = conv_cases()[2];
+  const torch::Tensor x = (torch::rand({2, c.cin, c.h, c.w}) < 0.3).to(torch::kFloat);
+  torch::Tensor w = torch::randn({c.cout, c.cin, c.kh, c.kw});
+  torch::Tensor b = torch::randn({c.cout});
+  const torch::Tensor w2 = torch::randn({c.cout, c.cin, c.kh, c.kw});
+  const auto conv = [&](const torch::Tensor& wt, const torch::Tensor& bt) {
+    return functional::conv2d_event(x, wt, bt, c.stride, c.padding, c.dilation);
+  };
+  const auto fresh = [&](const torch::Tensor& wt, const torch::Tensor& bt) {  // never packed before
+    return functional::conv2d_event(x, wt.clone(), bt.defined() ? bt.clone() : bt, c.stride, c.padding, c.dilation);
+  };
+  const torch::Tensor y1 = fresh(w, b);
+  {
+    const FrozenWeights frozen;
+    EXPECT_TRUE(torch::equal(conv(w, b), y1));
+    EXPECT_TRUE(torch::equal(conv(w, b), y1));                            // kept
+    EXPECT_TRUE(torch::equal(conv(w2, b), fresh(w2, b)));                 // other weights
+    EXPECT_TRUE(torch::equal(conv(w, torch::Tensor()), fresh(w, {})));    // no bias
+    EXPECT_TRUE(torch::equal(conv(w, b), y1));
+  }
+  w.mul_(-0.5);  // between guards, in place (same tensor, same data)
+  b.add_(1.0);
+  {
+    const FrozenWeights frozen;
+    EXPECT_TRUE(torch::equal(conv(w, b), fresh(w, b)));
+    EXPECT_FALSE(torch::equal(conv(w, b), y1));
+  }
+  {
+    const FrozenWeights frozen;
+    conv(w, b);
+  }
+  w.data().mul_(2.0);  // as an optimiser writes: the version counter does not see it
+  {
+    const FrozenWeights frozen;  // a new guard: the packing is made again
+    EXPECT_TRUE(torch::equal(conv(w, b), fresh(w, b)));
+  }
+  w.mul_(3.0);  // without a guard: nothing is kept
+  EXPECT_TRUE(torch::equal(conv(w, b), fresh(w, b)));
 }
 
 TEST(Conv2dEvent, AnImageGivesTheSameOutputAloneInAnyBatchAndOnAnyThreads) {
