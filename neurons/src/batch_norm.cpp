@@ -9,7 +9,31 @@
 #include <cmath>
 
 #include "grad_sums.h"
+#include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
+
+namespace snn::neurons::detail {
+#define SNN_DECLARE_BN_LOOPS(isa)                                                                                  \
+  namespace isa {                                                                                                  \
+  template <typename T>                                                                                            \
+  void bn_sums(const T* x, int64_t B, int64_t stride, int64_t S, double mean, bool squares, double (&out)[4]);     \
+  template <typename T>                                                                                            \
+  void bn_normalise(const T* x, T* y, int64_t B, int64_t stride, int64_t S, double mean, double invstd, double w,  \
+                    double bias);                                                                                  \
+  template <typename T>                                                                                            \
+  void bn_backward_sums(const T* x, const T* g, int64_t B, int64_t stride, int64_t S, double mean, double invstd,  \
+                        double w, double (&out)[4][4]);                                                            \
+  template <typename T>                                                                                            \
+  void bn_backward_apply(const T* x, const T* g, T* gx, int64_t B, int64_t stride, int64_t S, double mean,         \
+                         double invstd, double w, double mean_gp, double mean_gpx);                                \
+  template <typename T>                                                                                            \
+  void bn_affine(const T* x, T* y, int64_t n, double scale, double shift);                                         \
+  }
+SNN_DECLARE_BN_LOOPS(base)
+SNN_DECLARE_BN_LOOPS(avx2)
+SNN_DECLARE_BN_LOOPS(avx512)
+#undef SNN_DECLARE_BN_LOOPS
+}  // namespace snn::neurons::detail
 
 namespace snn {
 namespace {
@@ -34,21 +58,9 @@ struct Stats {
   torch::Tensor mean, var, invstd;  // [K, C] double
 };
 
-// Four partial sums joined in a fixed order.
+// Four partial sums joined in a fixed order (the loops, per ISA, in
+// batch_norm_loops.cpp).
 double join(const double (&a)[4]) { return (a[0] + a[1]) + (a[2] + a[3]); }
-
-template <typename T>
-double sum_rows(const T* p, int64_t B, int64_t row_stride, int64_t S, double mean, bool squares) {
-  double a[4] = {0, 0, 0, 0};
-  for (int64_t b = 0; b < B; ++b) {
-    const T* r = p + b * row_stride;
-    for (int64_t s = 0; s < S; ++s) {
-      const double d = static_cast<double>(r[s]) - mean;
-      a[s & 3] += squares ? d * d : d;
-    }
-  }
-  return join(a);
-}
 
 Stats normalise_cpu(const torch::Tensor& x4, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                     torch::Tensor& y4) {
@@ -65,23 +77,21 @@ Stats normalise_cpu(const torch::Tensor& x4, const torch::Tensor& weight, const 
     double* invstd = st.invstd.data_ptr<double>();
     const double* wp = w.data_ptr<double>();
     const double* bp = bb.data_ptr<double>();
+    const CpuLoops loops = cpu_loops();
     at::parallel_for(0, K * C, 1, [&](int64_t begin, int64_t end) {
       for (int64_t kc = begin; kc < end; ++kc) {
         const int64_t k = kc / C, c = kc % C;
         const int64_t off = (k * B * C + c) * S;
-        const double m = sum_rows(x + off, B, C * S, S, 0.0, false) / n;
-        const double v = sum_rows(x + off, B, C * S, S, m, true) / n;
+        double a[4];
+        SNN_ISA_CALL(loops, neurons::detail, bn_sums(x + off, B, C * S, S, 0.0, false, a));
+        const double m = join(a) / n;
+        SNN_ISA_CALL(loops, neurons::detail, bn_sums(x + off, B, C * S, S, m, true, a));
+        const double v = join(a) / n;
         const double is = 1.0 / std::sqrt(v + eps);
         mean[kc] = m;
         var[kc] = v;
         invstd[kc] = is;
-        for (int64_t b = 0; b < B; ++b) {
-          const scalar_t* r = x + off + b * C * S;
-          scalar_t* o = y + off + b * C * S;
-          for (int64_t s = 0; s < S; ++s) {
-            o[s] = static_cast<scalar_t>((static_cast<double>(r[s]) - m) * is * wp[c] + bp[c]);
-          }
-        }
+        SNN_ISA_CALL(loops, neurons::detail, bn_normalise(x + off, y + off, B, C * S, S, m, is, wp[c], bp[c]));
       }
     });
   });
@@ -108,38 +118,19 @@ std::array<torch::Tensor, 3> normalise_backward_cpu(const torch::Tensor& g4, con
     const double* wp = w.data_ptr<double>();
     double* gwp = gw.data_ptr<double>();
     double* gbp = gb.data_ptr<double>();
+    const CpuLoops loops = cpu_loops();
     at::parallel_for(0, K * C, 1, [&](int64_t begin, int64_t end) {
       for (int64_t kc = begin; kc < end; ++kc) {
         const int64_t k = kc / C, c = kc % C;
         const int64_t off = (k * B * C + c) * S;
         const double m = mean[kc], is = invstd[kc], wc = wp[c];
-        double sg[4] = {0, 0, 0, 0}, sgx[4] = {0, 0, 0, 0}, sp[4] = {0, 0, 0, 0}, spx[4] = {0, 0, 0, 0};
-        for (int64_t b = 0; b < B; ++b) {
-          const scalar_t* xr = x + off + b * C * S;
-          const scalar_t* gr = g + off + b * C * S;
-          for (int64_t s = 0; s < S; ++s) {
-            const double gd = static_cast<double>(gr[s]);
-            const double xhat = (static_cast<double>(xr[s]) - m) * is;
-            const double gp = gd * wc;
-            sg[s & 3] += gd;
-            sgx[s & 3] += gd * xhat;
-            sp[s & 3] += gp;
-            spx[s & 3] += gp * xhat;
-          }
-        }
-        gwp[kc] = join(sgx);
-        gbp[kc] = join(sg);
-        const double mean_gp = join(sp) / n, mean_gpx = join(spx) / n;
-        for (int64_t b = 0; b < B; ++b) {
-          const scalar_t* xr = x + off + b * C * S;
-          const scalar_t* gr = g + off + b * C * S;
-          scalar_t* o = gx + off + b * C * S;
-          for (int64_t s = 0; s < S; ++s) {
-            const double xhat = (static_cast<double>(xr[s]) - m) * is;
-            const double gp = static_cast<double>(gr[s]) * wc;
-            o[s] = static_cast<scalar_t>(is * (gp - mean_gp - xhat * mean_gpx));
-          }
-        }
+        double sums[4][4];  // g, g xhat, g w, g w xhat: four partial sums each
+        SNN_ISA_CALL(loops, neurons::detail, bn_backward_sums(x + off, g + off, B, C * S, S, m, is, wc, sums));
+        gwp[kc] = join(sums[1]);
+        gbp[kc] = join(sums[0]);
+        const double mean_gp = join(sums[2]) / n, mean_gpx = join(sums[3]) / n;
+        SNN_ISA_CALL(loops, neurons::detail,
+                     bn_backward_apply(x + off, g + off, gx + off, B, C * S, S, m, is, wc, mean_gp, mean_gpx));
       }
     });
   });
@@ -276,12 +267,10 @@ torch::Tensor BatchNormImpl::forward(const torch::Tensor& x) {
     AT_DISPATCH_FLOATING_TYPES(x4.scalar_type(), "snn_batch_norm_inference", [&] {
       const scalar_t* xp = x4.data_ptr<scalar_t>();
       scalar_t* yp = y.data_ptr<scalar_t>();
+      const CpuLoops loops = cpu_loops();
       at::parallel_for(0, planes, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, S)), [&](int64_t p0, int64_t p1) {
         for (int64_t p = p0; p < p1; ++p) {
-          const double a = sc[p % C], b = sh[p % C];
-          const scalar_t* r = xp + p * S;
-          scalar_t* o = yp + p * S;
-          for (int64_t i = 0; i < S; ++i) o[i] = static_cast<scalar_t>(static_cast<double>(r[i]) * a + b);
+          SNN_ISA_CALL(loops, neurons::detail, bn_affine(xp + p * S, yp + p * S, S, sc[p % C], sh[p % C]));
         }
       });
     });

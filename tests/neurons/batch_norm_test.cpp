@@ -5,7 +5,12 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cmath>
+#include <string>
+#include <vector>
+
 #include "snn/core/error.h"
+#include "support/cpu_builds.h"
 #include "snn/neurons/batch_norm.h"
 
 namespace snn {
@@ -50,6 +55,95 @@ TEST(BatchNorm, InferenceAppliesTheRunningStatistics) {
   EXPECT_NEAR(y[0][0][0].item<double>(), (1.0 - 0.5) / std::sqrt(4.0 + 1e-4) * 0.5 - 0.2, 1e-6);
   EXPECT_NEAR(y[0][0][1].item<double>(), (2.0 + 1.0) / std::sqrt(0.25 + 1e-4) * 1.5 + 0.3, 1e-5);
   EXPECT_EQ(bn->running_mean[0].item<float>(), 0.5f);  // inference leaves the statistics alone
+}
+
+// The CPU passes' arithmetic, written out once more here as the scalar
+// loops it was first written as: per (step, channel), four partial sums by
+// position s mod 4 within each row, joined as (0 + 1) + (2 + 3), every
+// value in double and rounded once. Every build of the loops (baseline,
+// AVX2, AVX-512) must give these bits, outputs and input gradients alike,
+// for rows whose length is and is not a multiple of 4.
+struct ReferenceBn {
+  torch::Tensor y, gx;  // [K, B, C, S] of x's dtype
+};
+
+template <typename T>
+ReferenceBn reference_bn(const torch::Tensor& x4, const torch::Tensor& g4, const torch::Tensor& weight,
+                         const torch::Tensor& bias, double eps) {
+  const int64_t K = x4.size(0), B = x4.size(1), C = x4.size(2), S = x4.size(3);
+  const double n = static_cast<double>(B * S);
+  ReferenceBn r{torch::empty_like(x4), torch::empty_like(x4)};
+  const T* x = x4.data_ptr<T>();
+  const T* g = g4.data_ptr<T>();
+  T* y = r.y.data_ptr<T>();
+  T* gx = r.gx.data_ptr<T>();
+  const auto join = [](const double (&a)[4]) { return (a[0] + a[1]) + (a[2] + a[3]); };
+  for (int64_t k = 0; k < K; ++k) {
+    for (int64_t c = 0; c < C; ++c) {
+      const double wc = weight[c].item<double>(), bc = bias[c].item<double>();
+      const auto at = [&](int64_t b, int64_t s) { return ((k * B + b) * C + c) * S + s; };
+      double a[4] = {0, 0, 0, 0};
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) a[s & 3] += static_cast<double>(x[at(b, s)]) - 0.0;
+      const double m = join(a) / n;
+      double q[4] = {0, 0, 0, 0};
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) {
+          const double d = static_cast<double>(x[at(b, s)]) - m;
+          q[s & 3] += d * d;
+        }
+      const double is = 1.0 / std::sqrt(join(q) / n + eps);
+      double sp[4] = {0, 0, 0, 0}, spx[4] = {0, 0, 0, 0};
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) {
+          y[at(b, s)] = static_cast<T>((static_cast<double>(x[at(b, s)]) - m) * is * wc + bc);
+          const double xhat = (static_cast<double>(x[at(b, s)]) - m) * is;
+          const double gp = static_cast<double>(g[at(b, s)]) * wc;
+          sp[s & 3] += gp;
+          spx[s & 3] += gp * xhat;
+        }
+      const double mean_gp = join(sp) / n, mean_gpx = join(spx) / n;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t s = 0; s < S; ++s) {
+          const double xhat = (static_cast<double>(x[at(b, s)]) - m) * is;
+          const double gp = static_cast<double>(g[at(b, s)]) * wc;
+          gx[at(b, s)] = static_cast<T>(is * (gp - mean_gp - xhat * mean_gpx));
+        }
+    }
+  }
+  return r;
+}
+
+TEST(BatchNorm, EveryCpuBuildGivesTheReferenceArithmeticBitForBit) {
+  torch::manual_seed(9);
+  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+    // Rows of 4 x 4, 7 x 7 (49: a tail of 1), 3 x 5 (15: a tail of 3) and 1.
+    for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{
+             {2, 5, 3, 4, 4}, {2, 3, 2, 7, 7}, {3, 4, 2, 3, 5}, {2, 6, 3}}) {
+      const torch::Tensor x0 = torch::randn(shape, torch::dtype(dtype)) * 2 + 0.3;
+      const torch::Tensor g0 = torch::randn(shape, torch::dtype(dtype));
+      const int64_t K = shape[0], B = shape[1], C = shape[2];
+      const torch::Tensor x4 = x0.reshape({K, B, C, -1}).contiguous(), g4 = g0.reshape({K, B, C, -1}).contiguous();
+      std::vector<torch::Tensor> wgrads;
+      for (const CpuIsa isa : test::cpu_builds()) {
+        test::CpuIsaScope scope(isa);
+        BatchNorm bn = make(C);
+        bn->to(dtype);
+        const ReferenceBn want = dtype == torch::kFloat
+                                     ? reference_bn<float>(x4, g4, bn->weight.detach(), bn->bias.detach(), 1e-4)
+                                     : reference_bn<double>(x4, g4, bn->weight.detach(), bn->bias.detach(), 1e-4);
+        const torch::Tensor x = x0.clone().requires_grad_();
+        const torch::Tensor y = bn->forward(x);
+        (y * g0).sum().backward();
+        const std::string what = std::string(cpu_loops_name(cpu_loops())) + " " + c10::toString(dtype) + " " +
+                                 c10::str(torch::IntArrayRef(shape));
+        EXPECT_TRUE(torch::equal(y.detach().reshape(x4.sizes()), want.y)) << what;
+        EXPECT_TRUE(torch::equal(x.grad().reshape(x4.sizes()), want.gx)) << what;
+        wgrads.push_back(torch::cat({bn->weight.grad(), bn->bias.grad()}));
+      }
+      for (size_t i = 1; i < wgrads.size(); ++i) EXPECT_TRUE(torch::equal(wgrads[0], wgrads[i]));
+    }
+  }
 }
 
 // The CPU loop of inference against the tensor formula it replaces:
