@@ -186,6 +186,8 @@ const std::vector<Window> conv_cases = {
     {2, 11, 8, {3, 2}, {2, 1}, {0, 1}, {1, 2}},    // uneven stride and dilation
     {4, 7, 7, {5, 5}, {1, 1}, {2, 2}, {1, 1}},     // a pixel in up to 25 windows
     {1, 6, 6, {1, 1}, {2, 3}, {0, 0}, {1, 1}},     // strides that skip pixels
+    {2, 4, 2, {3, 3}, {1, 2}, {2, 2}, {1, 2}},     // taps that fall in the padding in every window
+    {32, 14, 14, {3, 3}, {1, 1}, {1, 1}, {1, 1}},  // the MNIST CNN's second conv
 };
 
 // The path im2rows replaces.
