@@ -365,9 +365,11 @@ void World::prepare_process() {
     // collective (torch 2.11, FlightRecorderDetail.hpp). Two groups of one
     // process starting collectives at once corrupt the map: a SIGSEGV in
     // ProcessGroupGloo::enqueue, seen when tests run ranks as threads. It is
-    // read from the environment when the first group starts; a value the
-    // user set is kept.
-    ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0);
+    // read from the environment when the first group starts; a size the
+    // user set (under either of its names) is kept.
+    if (!std::getenv("TORCH_FR_BUFFER_SIZE") && !std::getenv("TORCH_NCCL_TRACE_BUFFER_SIZE")) {
+      ::setenv("TORCH_FR_BUFFER_SIZE", "0", /*overwrite=*/0);
+    }
   });
 }
 

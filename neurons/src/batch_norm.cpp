@@ -262,8 +262,10 @@ torch::Tensor BatchNormImpl::forward(const torch::Tensor& x) {
     const torch::Tensor x4 = as_kbcs(xf).contiguous();
     torch::Tensor y = torch::empty_like(x4);
     const int64_t C = x4.size(2), S = x4.size(3), planes = x4.size(0) * x4.size(1) * C;
-    const double* sc = scale.data_ptr<double>();
-    const double* sh = shift.data_ptr<double>();
+    // (On the CPU whatever the module's device: a CPU input is computed here.)
+    const torch::Tensor sc_t = scale.to(torch::kCPU).contiguous(), sh_t = shift.to(torch::kCPU).contiguous();
+    const double* sc = sc_t.data_ptr<double>();
+    const double* sh = sh_t.data_ptr<double>();
     AT_DISPATCH_FLOATING_TYPES(x4.scalar_type(), "snn_batch_norm_inference", [&] {
       const scalar_t* xp = x4.data_ptr<scalar_t>();
       scalar_t* yp = y.data_ptr<scalar_t>();

@@ -92,11 +92,19 @@ const Targets& targets_cached(int64_t H, int64_t W, int64_t KH, int64_t KW, int6
 // The weights as rows f = (c KH + ky) KW + kx of TW output channels
 // (zero-padded): W [Cout, F] transposed; the bias zero-padded to TW.
 struct PackedConv {
+  using Source = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
   torch::Tensor weight, bias;
-  torch::Tensor source_weight, source_bias;  // what they were packed from
+  // What they were packed from, held weakly: a cache entry must not keep a
+  // destroyed network's parameters alive.
+  Source source_weight{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
+  Source source_bias{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
   const void* weight_data = nullptr;
   uint32_t weight_version = 0, bias_version = 0;
   uint64_t epoch = 0;
+
+  static bool same(const Source& s, const torch::Tensor& t) {
+    return !s.expired() && s._unsafe_get_target() == t.unsafeGetTensorImpl();
+  }
 };
 
 const PackedConv& packed_cached(const torch::Tensor& weight, const torch::Tensor& bias, int64_t Cout, int64_t F,
@@ -105,9 +113,9 @@ const PackedConv& packed_cached(const torch::Tensor& weight, const torch::Tensor
   const uint64_t epoch = FrozenWeights::epoch();
   if (epoch != 0) {
     for (const PackedConv& c : cache) {
-      if (c.epoch == epoch && c.source_weight.is_same(weight) && c.weight_data == weight.data_ptr() &&
-          c.weight_version == weight._version() && c.source_bias.defined() == bias.defined() &&
-          (!bias.defined() || (c.source_bias.is_same(bias) && c.bias_version == bias._version()))) {
+      if (c.epoch == epoch && PackedConv::same(c.source_weight, weight) && c.weight_data == weight.data_ptr() &&
+          c.weight_version == weight._version() && c.bias.defined() == bias.defined() &&
+          (!bias.defined() || (PackedConv::same(c.source_bias, bias) && c.bias_version == bias._version()))) {
         return c;
       }
     }
@@ -121,13 +129,13 @@ const PackedConv& packed_cached(const torch::Tensor& weight, const torch::Tensor
     cache.clear();
     return once;
   }
-  c.source_weight = weight;
-  c.source_bias = bias;
+  c.source_weight = PackedConv::Source(weight.getIntrusivePtr());
+  if (bias.defined()) c.source_bias = PackedConv::Source(bias.getIntrusivePtr());
   c.weight_data = weight.data_ptr();
   c.weight_version = weight._version();
   c.bias_version = bias.defined() ? bias._version() : 0;
   c.epoch = epoch;
-  // Entries of an older epoch (or beyond the bound) go: they hold tensors.
+  // Entries of an older epoch (or beyond the bound) go.
   std::vector<PackedConv> kept;
   for (PackedConv& old : cache) {
     if (old.epoch == epoch && kept.size() + 1 < kCacheEntries) kept.push_back(std::move(old));

@@ -179,6 +179,8 @@ PopulationRunReport run_population_model(const populations::PopulationModel& mod
                                        "with --resume, or make it a normal file with 'snnsim recover'"));
   };
   const auto start_wall = std::chrono::steady_clock::now();
+  // Taken now: the resume's start, written when the file is finished.
+  const auto resumed_by = request.resume ? resume_provenance() : std::vector<std::pair<std::string, std::string>>();
   for (int64_t first = done; first < model.trials; first += group) {
     options.first_trial = first;
     options.trials = std::min(group, model.trials - first);
@@ -208,9 +210,7 @@ PopulationRunReport run_population_model(const populations::PopulationModel& mod
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_wall).count();
     // wall_time_s is this invocation's time (snnsim run's name for it).
     std::vector<std::pair<std::string, std::string>> end{{"wall_time_s", std::to_string(wall)}};
-    if (request.resume) {
-      for (auto& kv : resume_provenance()) end.push_back(std::move(kv));
-    }
+    end.insert(end.end(), resumed_by.begin(), resumed_by.end());
     file->finish("complete", end);
     report.record_path = request.record_path;
   }

@@ -612,6 +612,9 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
   check_memory(net.config(), std::min(batch_size, n), /*training=*/false);
   const int64_t T = net.config().steps;
   const auto t0 = std::chrono::steady_clock::now();
+  // Taken now: a resume's start, written when the file is finished.
+  const auto resumed_by =
+      record && record->resume ? resume_provenance() : std::vector<std::pair<std::string, std::string>>();
   torch::NoGradGuard no_grad;
   // The weights stay as they are for the whole evaluation: layers pack
   // theirs once, not once per batch.
@@ -704,9 +707,7 @@ EvalResult evaluate(SpikingNetwork& net, const LabeledImages& data, int64_t batc
     const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::vector<std::pair<std::string, std::string>> end{{"wall_time_s", std::to_string(wall)},
                                                          {"accuracy", std::to_string(r.accuracy)}};
-    if (record->resume) {
-      for (auto& kv : resume_provenance()) end.push_back(std::move(kv));
-    }
+    end.insert(end.end(), resumed_by.begin(), resumed_by.end());
     recorder->finish("complete", end);
     r.record_peak_bytes = recorder->peak_bytes();
     r.record_total_bytes = recorder->total_bytes();

@@ -117,10 +117,12 @@ ReferenceBn reference_bn(const torch::Tensor& x4, const torch::Tensor& g4, const
 TEST(BatchNorm, EveryCpuBuildGivesTheReferenceArithmeticBitForBit) {
   torch::manual_seed(9);
   for (const auto dtype : {torch::kFloat, torch::kDouble}) {
-    // Rows of 4 x 4, 7 x 7 (49: a tail of 1), 3 x 5 (15: a tail of 3) and 1.
+    // Rows of 4 x 4, 7 x 7 (49: a tail of 1), 2 x 3 (a tail of 2), 3 x 5
+    // (15: a tail of 3) and 1; some inputs exactly -0.
     for (const std::vector<int64_t>& shape : std::vector<std::vector<int64_t>>{
-             {2, 5, 3, 4, 4}, {2, 3, 2, 7, 7}, {3, 4, 2, 3, 5}, {2, 6, 3}}) {
-      const torch::Tensor x0 = torch::randn(shape, torch::dtype(dtype)) * 2 + 0.3;
+             {2, 5, 3, 4, 4}, {2, 3, 2, 7, 7}, {2, 4, 2, 2, 3}, {3, 4, 2, 3, 5}, {2, 6, 3}}) {
+      torch::Tensor x0 = torch::randn(shape, torch::dtype(dtype)) * 2 + 0.3;
+      x0.masked_fill_(torch::rand(shape) < 0.1, -0.0);
       const torch::Tensor g0 = torch::randn(shape, torch::dtype(dtype));
       const int64_t K = shape[0], B = shape[1], C = shape[2];
       const torch::Tensor x4 = x0.reshape({K, B, C, -1}).contiguous(), g4 = g0.reshape({K, B, C, -1}).contiguous();

@@ -57,7 +57,7 @@ void on_crash(int sig) {
 void print_backtrace_on_crash() {
   void* warm[1];
   ::backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
-  static char alt_stack[1 << 16];  // a stack overflow still gets its report
+  static char alt_stack[1 << 16];  // a stack overflow of the main thread still gets its report
   stack_t ss{};
   ss.ss_sp = alt_stack;
   ss.ss_size = sizeof(alt_stack);
