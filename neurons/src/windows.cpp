@@ -11,6 +11,7 @@
 
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "snn/core/cpu_isa.h"
@@ -161,6 +162,31 @@ struct MaxPoolFunction : torch::autograd::Function<MaxPoolFunction> {
 
 // --- im2col rows -------------------------------------------------------------
 
+// dst [cols, rows] = src [rows, cols] transposed, in 16 x 16 tiles so that
+// both sides stay within cache lines.
+template <typename T>
+void transpose(const T* src, T* dst, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 16;
+  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+    const int64_t r1 = std::min(rows, r0 + kTile);
+    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+      const int64_t c1 = std::min(cols, c0 + kTile);
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
+      }
+    }
+  }
+}
+
+// The output columns [ox0, ox1) whose tap at x offset off_x (kx dW - pW)
+// lands inside the image's W columns: 0 <= ox sW + off_x < W. Empty (ox0 ==
+// ox1) when the tap lies in the padding of every window.
+std::pair<int64_t, int64_t> tap_columns(int64_t off_x, const Geometry& g) {
+  if (off_x > g.W - 1) return {0, 0};
+  const int64_t ox0 = std::min(g.OW, off_x >= 0 ? int64_t{0} : (-off_x + g.sW - 1) / g.sW);
+  return {ox0, std::max(ox0, std::min(g.OW, (g.W - 1 - off_x) / g.sW + 1))};
+}
+
 // The rows of images [n0, n1): each window (oy, ox) as one row of F = C KH
 // KW. Built as columns [F, L] first (column f = (c KH + ky) KW + kx: tap
 // (ky, kx) of channel c in every window, contiguous copies of the input's
@@ -170,20 +196,14 @@ template <typename T>
 void rows_forward(const T* x, T* rows, const Geometry& g, int64_t n0, int64_t n1) {
   const int64_t F = g.C * g.KH * g.KW, L = g.OH * g.OW;
   std::vector<T> cols(static_cast<size_t>(F * L));
-  constexpr int64_t kTile = 16;
   for (int64_t n = n0; n < n1; ++n) {
     for (int64_t c = 0; c < g.C; ++c) {
       const T* plane = x + (n * g.C + c) * g.H * g.W;
       for (int64_t ky = 0; ky < g.KH; ++ky) {
         for (int64_t kx = 0; kx < g.KW; ++kx) {
           T* col = cols.data() + ((c * g.KH + ky) * g.KW + kx) * L;
-          // The windows whose tap (ky, kx) lands inside the image's columns.
           const int64_t off_x = kx * g.dW - g.pW;
-          int64_t ox0 = 0, ox1 = 0;
-          if (off_x <= g.W - 1) {
-            ox0 = std::min(g.OW, off_x >= 0 ? int64_t{0} : (-off_x + g.sW - 1) / g.sW);
-            ox1 = std::max(ox0, std::min(g.OW, (g.W - 1 - off_x) / g.sW + 1));
-          }
+          const auto [ox0, ox1] = tap_columns(off_x, g);
           for (int64_t oy = 0; oy < g.OH; ++oy) {
             T* dst = col + oy * g.OW;
             const int64_t iy = oy * g.sH - g.pH + ky * g.dH;
@@ -204,16 +224,7 @@ void rows_forward(const T* x, T* rows, const Geometry& g, int64_t n0, int64_t n1
         }
       }
     }
-    T* out = rows + n * L * F;
-    for (int64_t l0 = 0; l0 < L; l0 += kTile) {
-      const int64_t l1 = std::min(L, l0 + kTile);
-      for (int64_t f0 = 0; f0 < F; f0 += kTile) {
-        const int64_t f1 = std::min(F, f0 + kTile);
-        for (int64_t l = l0; l < l1; ++l) {
-          for (int64_t f = f0; f < f1; ++f) out[l * F + f] = cols[static_cast<size_t>(f * L + l)];
-        }
-      }
-    }
+    transpose(cols.data(), rows + n * L * F, F, L);
   }
 }
 
@@ -228,18 +239,8 @@ template <typename T>
 void rows_backward(const T* grows, T* gx, const Geometry& g, int64_t n0, int64_t n1) {
   const int64_t F = g.C * g.KH * g.KW, L = g.OH * g.OW;
   std::vector<T> cols(static_cast<size_t>(F * L));
-  constexpr int64_t kTile = 16;  // transposed in 16 x 16 tiles: both sides stay in cache lines
   for (int64_t n = n0; n < n1; ++n) {
-    const T* rows = grows + n * L * F;
-    for (int64_t l0 = 0; l0 < L; l0 += kTile) {
-      const int64_t l1 = std::min(L, l0 + kTile);
-      for (int64_t f0 = 0; f0 < F; f0 += kTile) {
-        const int64_t f1 = std::min(F, f0 + kTile);
-        for (int64_t l = l0; l < l1; ++l) {
-          for (int64_t f = f0; f < f1; ++f) cols[static_cast<size_t>(f * L + l)] = rows[l * F + f];
-        }
-      }
-    }
+    transpose(grows + n * L * F, cols.data(), L, F);
     T* image = gx + n * g.C * g.H * g.W;
     std::fill(image, image + g.C * g.H * g.W, T(0));
     for (int64_t c = 0; c < g.C; ++c) {
@@ -247,12 +248,8 @@ void rows_backward(const T* grows, T* gx, const Geometry& g, int64_t n0, int64_t
       for (int64_t ky = 0; ky < g.KH; ++ky) {
         for (int64_t kx = 0; kx < g.KW; ++kx) {
           const T* col = cols.data() + ((c * g.KH + ky) * g.KW + kx) * L;
-          // The windows whose tap (ky, kx) lands inside the image:
-          // ox sW - pW + kx dW in [0, W).
           const int64_t off_x = kx * g.dW - g.pW;
-          if (off_x > g.W - 1) continue;  // (padding) this tap lies right of the image in every window
-          const int64_t ox0 = off_x >= 0 ? 0 : (-off_x + g.sW - 1) / g.sW;
-          const int64_t ox1 = std::min(g.OW, (g.W - 1 - off_x) / g.sW + 1);
+          const auto [ox0, ox1] = tap_columns(off_x, g);
           if (ox0 >= ox1) continue;
           for (int64_t oy = 0; oy < g.OH; ++oy) {
             const int64_t iy = oy * g.sH - g.pH + ky * g.dH;
