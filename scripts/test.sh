@@ -2,7 +2,8 @@
 # The whole test suite from a fresh Debian 12 machine: installs what is
 # missing, builds, and runs every test. This is what CI runs (.ci/run).
 #
-#   1. a build with CUDA off (users without the toolkit) and its tests;
+#   1. a build with CUDA off (users without the toolkit) and its library
+#      tests;
 #   2. the sanitizer build (ASan + UBSan) and its tests, unless
 #      SNN_SKIP_SANITIZE=1;
 #   3. the default build (CUDA AUTO) and its tests, including installing the
@@ -26,9 +27,11 @@ took setup
 echo "== CUDA off build (build-nocuda)"
 bash scripts/build.sh build-nocuda -DSNN_WITH_CUDA=OFF -DSNN_BUILD_BENCH=OFF -DSNN_DOC_TESTS=OFF
 took build
-# The peers' statistics (label statistics) test the model, not the build:
-# the default build runs them below.
-bash scripts/ctest-quiet.sh build-nocuda -LE 'consumer|statistics'
+# Here the library suites, which hold what differs with CUDA off, and the
+# installed program's main job. The tests that drive the snnsim program
+# (label cli: the same code in every build) and the peers' statistics
+# (they test the model, not the build) run in the default build below.
+bash scripts/ctest-quiet.sh build-nocuda -LE 'consumer|statistics|cli'
 took tests
 
 if [[ "${SNN_SKIP_SANITIZE:-0}" != 1 ]]; then
