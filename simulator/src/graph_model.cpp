@@ -286,6 +286,33 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
   }
 }
 
+// Whether a node's output at each step is a function of its input at that
+// step alone, in the current mode: then a block whose input is the same at
+// every step has the same output at every step. Not while gradients are
+// recorded: autograd would then sum a shared step's gradient over K before
+// the kernels' fixed-order sums, and training would round differently for
+// each K (BatchNorm, which also uses the block's statistics then, too).
+// Neurons and delays carry state from step to step.
+bool same_every_step(const Node& n) {
+  if (torch::GradMode::is_enabled()) return false;
+  switch (n.kind) {
+    case NodeKind::kAffine:
+    case NodeKind::kLinear:
+    case NodeKind::kConv2d:
+    case NodeKind::kSumPool2d:
+    case NodeKind::kAvgPool2d:
+    case NodeKind::kMaxPool2d:
+    case NodeKind::kFlatten:
+    case NodeKind::kScale:
+    case NodeKind::kBatchNorm:  // the running statistics, without gradients
+    case NodeKind::kDropout:    // the identity, without gradients
+    case NodeKind::kOutput:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Runs a stage's units on its packed input.
 class GraphStageImpl : public torch::nn::Module {
  public:
@@ -341,7 +368,21 @@ class GraphStageImpl : public torch::nn::Module {
       if (!u->cycle) {
         const Node& n = *u->nodes[0];
         if (n.kind == NodeKind::kInput) continue;  // unpacked above
-        values[n.name] = apply_node(n, *p.modules, *p.shapes, summed(n, values, nullptr, -1));
+        const torch::Tensor in = summed(n, values, nullptr, -1);
+        if (K > 1 && in.stride(0) == 0 && same_every_step(n)) {
+          // The same input at every step of the block (a constant input
+          // such as a direct-coded image, expanded over K): one step's
+          // output, expanded the same way, is every step's, bit for bit
+          // (the kernels' values do not depend on the batch's make-up).
+          // So the convolution of the image runs once per block, not K
+          // times; the first stateful node (a neuron) takes it from there.
+          const torch::Tensor one = apply_node(n, *p.modules, *p.shapes, in.narrow(0, 0, 1));
+          std::vector<int64_t> shape = one.sizes().vec();
+          shape[0] = K;
+          values[n.name] = one.expand(shape);
+          continue;
+        }
+        values[n.name] = apply_node(n, *p.modules, *p.shapes, in);
         continue;
       }
       run_cycle(*u, values, K, B, packed.device());

@@ -541,6 +541,75 @@ kind = "Output"
   }
 }
 
+// A direct input is the same image at every step: without gradients, the
+// nodes before the first neuron (convolution, BatchNorm, pooling, dropout,
+// here also a Linear path around a Scale) run once per block of K steps and
+// their output is shared by the block's steps. Spikes equal step-by-step
+// blocks (K = 1, where nothing is shared) bit for bit, for blocks of 2, 3
+// and all 5 steps, on one and two stages.
+TEST(GraphModel, NodesBeforeTheFirstNeuronRunOncePerBlockOnADirectInput) {
+  const char* text = R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [2, 8, 8]
+encoding = "direct"
+[[nodes]]
+name = "conv"
+kind = "Conv2d"
+features = 4
+kernel_size = 3
+padding = 1
+[[nodes]]
+name = "bn"
+kind = "BatchNorm"
+[[nodes]]
+name = "pool"
+kind = "MaxPool2d"
+kernel_size = 2
+[[nodes]]
+name = "drop"
+kind = "Dropout"
+p = 0.3
+[[nodes]]
+name = "lif0"
+kind = "LIF"
+v_threshold = 0.3
+[[nodes]]
+name = "flat"
+kind = "Flatten"
+[[nodes]]
+name = "fc"
+kind = "Affine"
+features = 6
+[[nodes]]
+name = "lif1"
+kind = "LIF"
+v_threshold = 0.2
+[[nodes]]
+name = "output"
+kind = "Output"
+)";
+  Graph g = graph::parse_graph_text(text, "test");
+  SpikingNetwork net(graph_config(g, 5));
+  EXPECT_FALSE(net.poisson_input());
+  {
+    torch::NoGradGuard no_grad;
+    torch::manual_seed(3);
+    for (auto& p : net.named_parameters()) {
+      if (p.first.find("weight") != std::string::npos) p.second.uniform_(-0.5, 0.7);  // BatchNorm's scale too
+    }
+  }
+  const torch::Tensor x = images(7, 2 * 8 * 8);
+  const torch::Tensor steps = run(net, x, {"cpu"}, 1);  // one step per block: nothing shared
+  EXPECT_GT(steps.sum().item<double>(), 0);
+  EXPECT_LT(steps.sum().item<double>(), steps.numel());  // not every neuron at every step
+  for (int64_t K : {2, 3, 0}) {
+    EXPECT_TRUE(torch::equal(run(net, x, {"cpu"}, K), steps)) << "K = " << K;
+    EXPECT_TRUE(torch::equal(run(net, x, {"cpu", "cpu"}, K, {1, 1}), steps)) << "two stages, K = " << K;
+  }
+}
+
 TEST(GraphModel, NodeNamesWithDotsRun) {
   // PyTorch-made NIR files name nodes "0", "fc.1", ...
   Graph g = graph::parse_graph_text(kRecurrentSkip, "test");
