@@ -522,6 +522,33 @@ torch::Tensor World::exchange_parts(const torch::Tensor& t, const std::vector<in
   return out.reshape({W, mine});
 }
 
+torch::Tensor World::all_gather_parts(const torch::Tensor& part, const std::vector<int64_t>& split) {
+  State& s = *s_;
+  const int64_t W = s.o.world_size;
+  TORCH_CHECK(part.dim() == 1 && static_cast<int64_t>(split.size()) == W, "all_gather_parts: expected a 1-D part and ",
+              W, " sizes, got ", part.dim(), " dims and ", split.size(), " sizes");
+  TORCH_CHECK(part.numel() == split[static_cast<size_t>(s.o.rank)], "all_gather_parts: rank ", s.o.rank, "'s part has ",
+              part.numel(), " elements, split says ", split[static_cast<size_t>(s.o.rank)]);
+  int64_t most = 1, total = 0;
+  for (const int64_t n : split) {
+    most = std::max(most, n);
+    total += n;
+  }
+  // Gloo's allgather moves equal sizes: each rank's slot is `most` long,
+  // the slots are rows of one buffer, so equal parts need no copy after.
+  torch::Tensor in = torch::empty({most}, part.options().device(torch::kCPU));
+  in.narrow(0, 0, part.numel()).copy_(part);
+  torch::Tensor slots = torch::empty({W, most}, in.options());
+  std::vector<std::vector<torch::Tensor>> outs(1);
+  for (int64_t r = 0; r < W; ++r) outs[0].push_back(slots[r]);
+  std::vector<torch::Tensor> ins{in};
+  s.guarded("a gather", [&] { s.group->allgather(outs, ins)->wait(); }, static_cast<int64_t>(in.nbytes()));
+  if (total == W * most) return slots.reshape({-1});
+  std::vector<torch::Tensor> parts;
+  for (int64_t r = 0; r < W; ++r) parts.push_back(slots[r].narrow(0, 0, split[static_cast<size_t>(r)]));
+  return torch::cat(parts);
+}
+
 void World::barrier() {
   s_->guarded("a barrier", [&] { s_->group->barrier()->wait(); });
 }

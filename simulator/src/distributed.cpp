@@ -28,18 +28,30 @@ SampleRange batch_share(int64_t size, int64_t rank, int64_t world_size) {
 
 torch::Tensor flat_gradient(const SpikingNetwork& net) {
   const std::vector<Linear> layers = net.linear_layers();
-  std::vector<torch::Tensor> parts;
-  for (const auto& p : net.parameters()) {
+  const std::vector<torch::Tensor> params = net.parameters();
+  int64_t total = 0;
+  for (const auto& p : params) total += p.numel();
+  // Each part copied once, straight into its place: a carried weight sum is
+  // a transposed view, and reshaping it first, then concatenating, copied
+  // every gradient twice (a data-parallel step's largest copies).
+  torch::Tensor flat = torch::empty({total}, torch::kDouble);
+  int64_t at = 0;
+  for (const auto& p : params) {
     torch::Tensor part;
     for (const auto& fc : layers) {
       if (p.is_same(fc->weight) || (fc->bias.defined() && p.is_same(fc->bias))) part = fc->carried_grad_sum(p);
     }
-    if (!part.defined()) {
-      part = p.grad().defined() ? p.grad().to(torch::kCPU, torch::kDouble) : torch::zeros(p.sizes(), torch::kDouble);
+    torch::Tensor place = flat.narrow(0, at, p.numel()).view(p.sizes());
+    at += p.numel();
+    if (part.defined()) {
+      place.copy_(part);
+    } else if (p.grad().defined()) {
+      place.copy_(p.grad());  // to double on the CPU, as it copies
+    } else {
+      place.zero_();
     }
-    parts.push_back(part.to(torch::kCPU).reshape({-1}));
   }
-  return torch::cat(parts);
+  return flat;
 }
 
 void reduce_gradients(dist::World& world, const SpikingNetwork& net) {
@@ -118,7 +130,7 @@ void ShardedAdam::step() {
   shard_.mutable_grad() = sum.to(shard_.scalar_type());
   fused_adam_step(*adam_);
   // Every rank's updated slice, into every rank's parameters.
-  const torch::Tensor all = world_.all_gather_rows(shard_.detach());
+  const torch::Tensor all = world_.all_gather_parts(shard_.detach(), split_);
   torch::NoGradGuard no_grad;
   int64_t at = 0;
   for (auto& p : params_) {

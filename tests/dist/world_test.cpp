@@ -52,6 +52,25 @@ TEST(World, GathersRowsOfEveryRankInRankOrder) {
   }
 }
 
+// all_gather_parts: rank r's part of split[r] doubles; every rank gets the
+// parts in rank order, for equal parts (one buffer, no copy after) and
+// unequal ones (an empty part included).
+TEST(World, GathersPartsOfKnownSizesInRankOrder) {
+  const auto part_of = [](int64_t r, int64_t n) { return torch::arange(n, torch::kDouble) + 1000.0 * r + 0.5; };
+  for (const std::vector<int64_t>& split : {std::vector<int64_t>{4, 4, 4}, std::vector<int64_t>{3, 0, 5}}) {
+    std::vector<torch::Tensor> got(3);
+    const auto errors = run_ranks(3, [&](World& w) {
+      got[w.rank()] = w.all_gather_parts(part_of(w.rank(), split[w.rank()]), split);
+    });
+    for (const auto& e : errors) EXPECT_EQ(e, "");
+    const torch::Tensor want = torch::cat({part_of(0, split[0]), part_of(1, split[1]), part_of(2, split[2])});
+    for (int r = 0; r < 3; ++r) {
+      ASSERT_TRUE(got[r].defined());
+      EXPECT_TRUE(got[r].equal(want)) << "rank " << r << ", parts " << split[0] << ", " << split[1] << ", " << split[2];
+    }
+  }
+}
+
 TEST(World, SumsInRankOrderBitForBitOnEveryRank) {
   // ((1e16 + 1) + -1e16) is 0 in double; any other order gives 1 or 2.
   const std::vector<double> parts = {1e16, 1.0, -1e16, 1.0};

@@ -165,6 +165,13 @@ class World {
   /// additions the caller makes, in the order it chooses.) CPU.
   torch::Tensor exchange_parts(const torch::Tensor& t, const std::vector<int64_t>& split);
 
+  /// exchange_parts' way back: rank r passes its part, split[r] elements
+  /// (1-D; the same `split` and dtype on every rank); every rank gets all
+  /// parts concatenated in rank order (split's total). Unlike
+  /// all_gather_rows, no message about the sizes goes first: the ranks
+  /// already agree on them. CPU.
+  torch::Tensor all_gather_parts(const torch::Tensor& part, const std::vector<int64_t>& split);
+
   /// Waits until every rank has reached this point (timeout_s).
   void barrier();
 
