@@ -335,7 +335,11 @@ std::vector<int64_t> SpikingNetwork::measure_balance(const torch::Tensor& images
   if (graph_model_) {
     // Groups (a layer, or a cycle's layers, which stay in one stage) timed
     // as one stage runs them, best of `repeats`, then split as the chain's.
-    const torch::Tensor spikes = encode_input(prepare_input(images));
+    // Dense, not the direct input's expansion over T: every step then pays
+    // for the layers before the first neurons, as in training and in blocks
+    // of K = 1 (a pipeline over ranks), where they are not shared
+    // (inference with K > 1 shares them, and is at worst cut as before).
+    const torch::Tensor spikes = encode_input(prepare_input(images)).contiguous();
     std::vector<double> best;
     for (int r = 0; r < std::max(1, repeats); ++r) {
       const std::vector<double> t = graph_model_->time_groups(spikes);

@@ -542,11 +542,12 @@ kind = "Output"
 }
 
 // A direct input is the same image at every step: without gradients, the
-// nodes before the first neuron (convolution, BatchNorm, pooling, dropout,
-// here also a Linear path around a Scale) run once per block of K steps and
-// their output is shared by the block's steps. Spikes equal step-by-step
-// blocks (K = 1, where nothing is shared) bit for bit, for blocks of 2, 3
-// and all 5 steps, on one and two stages.
+// nodes before the first neuron (here convolution, BatchNorm, max and sum
+// pooling, Flatten, Dropout and an Affine) run once per block of K steps
+// and their output is shared by the block's steps. Spikes equal
+// step-by-step blocks (K = 1, where nothing is shared) bit for bit, for
+// blocks of 2, 3 and all 5 steps, on one stage and two. (Sharing a
+// neuron's steps, which carry state, fails this test.)
 TEST(GraphModel, NodesBeforeTheFirstNeuronRunOncePerBlockOnADirectInput) {
   const char* text = R"(
 [[nodes]]
@@ -568,20 +569,28 @@ name = "pool"
 kind = "MaxPool2d"
 kernel_size = 2
 [[nodes]]
+name = "sum"
+kind = "SumPool2d"
+kernel_size = 2
+[[nodes]]
+name = "flat"
+kind = "Flatten"
+[[nodes]]
 name = "drop"
 kind = "Dropout"
 p = 0.3
+[[nodes]]
+name = "fc0"
+kind = "Affine"
+features = 6
 [[nodes]]
 name = "lif0"
 kind = "LIF"
 v_threshold = 0.3
 [[nodes]]
-name = "flat"
-kind = "Flatten"
-[[nodes]]
-name = "fc"
+name = "fc1"
 kind = "Affine"
-features = 6
+features = 5
 [[nodes]]
 name = "lif1"
 kind = "LIF"
