@@ -41,8 +41,8 @@ struct AllocationCap {
 // No std::filesystem here: libtorch.so exports its own build of it, and
 // calls can land in the wrong one (remove_all crashed).
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
-const std::string kEmbedded = std::string(SNN_SOURCE_DIR) + "/datasets/mnist";
-const std::string kFixture = std::string(SNN_TEST_DATA_DIR) + "/mnist-fixture";
+const std::string kEmbedded = test::source_path("datasets/mnist");
+const std::string kFixture = test::test_data_dir() + "/mnist-fixture";
 
 // A scratch folder with hand-made IDX files.
 class IdxFiles : public ::testing::Test {

@@ -15,6 +15,7 @@
 #include "snn/graph/graph_text.h"
 #include "snn/graph/nir_file.h"
 #include "snn/simulator/network_graph.h"
+#include "support/source_path.h"
 
 namespace {
 
@@ -329,7 +330,7 @@ kind = "Output"
 
 TEST(GraphText, ShippedExampleGraphsReadAndValidate) {
   int files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(SNN_EXAMPLES_DIR "/graphs")) {
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_path("examples/graphs"))) {
     if (entry.path().extension() != ".toml") continue;
     SCOPED_TRACE(entry.path().string());
     ASSERT_NO_THROW(read_graph_text(entry.path().string()).validate());
@@ -337,7 +338,7 @@ TEST(GraphText, ShippedExampleGraphsReadAndValidate) {
   }
   EXPECT_GE(files, 6);
   // SpikingJelly's Fashion-MNIST tutorial network, layer for layer.
-  const GraphShapes s = read_graph_text(SNN_EXAMPLES_DIR "/graphs/fashion_cnn.toml").validate();
+  const GraphShapes s = read_graph_text(test::source_path("examples/graphs/fashion_cnn.toml")).validate();
   EXPECT_EQ(s.output.at("conv1"), (std::vector<int64_t>{128, 28, 28}));
   EXPECT_EQ(s.output.at("pool1"), (std::vector<int64_t>{128, 14, 14}));
   EXPECT_EQ(s.output.at("pool2"), (std::vector<int64_t>{128, 7, 7}));

@@ -13,6 +13,7 @@
 #include "snn/core/error.h"
 #include "snn/recording/recording_file.h"
 #include "snn/recording/schema.h"
+#include "support/source_path.h"
 
 namespace snn::recording {
 namespace {
@@ -134,7 +135,7 @@ void killed_writer(const std::string& path, const std::vector<SampleBatch>& batc
 void expect_h5py_reads(const std::string& path, nlohmann::json want) {
   const std::string expected = path + ".expected.json";
   std::ofstream(expected) << want.dump();
-  const std::string cmd = std::string(SNN_PYTHON) + " " + SNN_TEST_SOURCE_DIR + "/python/check_recording.py " + path +
+  const std::string cmd = test::test_python() + " " + test::source_path("tests/python/check_recording.py") + " " + path +
                           " " + expected;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   std::remove(expected.c_str());

@@ -17,7 +17,7 @@
 namespace snn {
 namespace {
 
-const std::string kFixture = std::string(SNN_TEST_DATA_DIR) + "/mnist-fixture";
+const std::string kFixture = test::test_data_dir() + "/mnist-fixture";
 
 NetworkConfig small_config() {
   NetworkConfig c;
@@ -372,7 +372,7 @@ TEST(Checkpoint, RoundTripsParametersAndConfig) {
   EXPECT_EQ(a.back().first, "lif2.w");
   std::remove(path.c_str());
   EXPECT_THROW(load_checkpoint(path), Error);
-  EXPECT_THROW(load_checkpoint(std::string(SNN_TEST_DATA_DIR) + "/lif_golden.json"), Error);
+  EXPECT_THROW(load_checkpoint(test::test_data_dir() + "/lif_golden.json"), Error);
 }
 
 }  // namespace

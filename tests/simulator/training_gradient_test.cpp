@@ -21,11 +21,12 @@
 #include "snn/datasets/idx.h"
 #include "snn/simulator/network.h"
 #include "snn/simulator/training.h"
+#include "support/source_path.h"
 
 namespace snn {
 namespace {
 
-const std::string kFixture = std::string(SNN_TEST_DATA_DIR) + "/mnist-fixture";
+const std::string kFixture = test::test_data_dir() + "/mnist-fixture";
 
 struct Case {
   const char* name;

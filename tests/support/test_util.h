@@ -10,10 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "support/source_path.h"
+
 namespace snn::test {
 
 inline nlohmann::json load_json(const std::string& name) {
-  const std::string path = std::string(SNN_TEST_DATA_DIR) + "/" + name;
+  const std::string path = test_data_dir() + "/" + name;
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open test data " + path);
   return nlohmann::json::parse(in);
