@@ -444,37 +444,26 @@ torch::Tensor World::all_gather_rows(const torch::Tensor& rows) {
   for (int64_t r = 0; r < W; ++r) metas[0].push_back(torch::empty({kMeta}, torch::kLong));
   std::vector<torch::Tensor> meta_in{meta};
   s.guarded("a gather", [&] { s.group->allgather(metas, meta_in)->wait(); }, kMeta * 8);
-  int64_t most = 0;
   for (int64_t r = 0; r < W; ++r) {
     const torch::Tensor& m = metas[0][r];
     if (!m.narrow(0, 1, kMeta - 1).equal(metas[0][0].narrow(0, 1, kMeta - 1))) {
       throw InternalError(fmt::format("all_gather_rows: rank {} sent rows of another dtype or shape than rank 0",
                                       r));
     }
-    most = std::max(most, m[0].item<int64_t>());
   }
-  const torch::Tensor flat = rows.contiguous().to(torch::kCPU);
+  // The rows as bytes; every rank's count is known now, so the bytes go
+  // as all_gather_parts' parts.
+  const torch::Tensor flat = rows.contiguous().to(torch::kCPU).reshape({-1}).view(torch::kUInt8);
   int64_t row_elems = 1;
   for (int64_t d = 1; d < rows.dim(); ++d) row_elems *= rows.size(d);
   const int64_t bytes_per_row = row_elems * static_cast<int64_t>(rows.element_size());
-  // Padded to the largest count: Gloo's allgather moves equal sizes.
-  torch::Tensor padded = torch::zeros({std::max<int64_t>(most * bytes_per_row, 1)}, torch::kUInt8);
-  if (flat.numel() > 0) {
-    padded.narrow(0, 0, static_cast<int64_t>(flat.nbytes()))
-        .copy_(flat.reshape({-1}).view(torch::kUInt8).reshape({-1}));
-  }
-  std::vector<std::vector<torch::Tensor>> outs(1);
-  for (int64_t r = 0; r < W; ++r) outs[0].push_back(torch::empty_like(padded));
-  std::vector<torch::Tensor> in{padded};
-  s.guarded("a gather", [&] { s.group->allgather(outs, in)->wait(); }, static_cast<int64_t>(padded.nbytes()));
-  std::vector<int64_t> shape(rows.sizes().begin(), rows.sizes().end());
-  std::vector<torch::Tensor> parts;
+  std::vector<int64_t> split, shape(rows.sizes().begin(), rows.sizes().end());
+  shape[0] = 0;
   for (int64_t r = 0; r < W; ++r) {
-    const int64_t n = metas[0][r][0].item<int64_t>();
-    shape[0] = n;
-    parts.push_back(outs[0][r].narrow(0, 0, n * bytes_per_row).view(rows.scalar_type()).reshape(shape));
+    split.push_back(metas[0][r][0].item<int64_t>() * bytes_per_row);
+    shape[0] += metas[0][r][0].item<int64_t>();
   }
-  return torch::cat(parts, 0);
+  return all_gather_parts(flat, split).view(rows.scalar_type()).reshape(shape);
 }
 
 torch::Tensor World::sum_in_rank_order(const torch::Tensor& t) {
