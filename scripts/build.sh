@@ -7,12 +7,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-build}"
 shift || true
 [[ "$build" = /* ]] || build="$root/$build"
-# ccache keys on paths relative to the build directory, so build trees of
-# any name (and fresh clones) share one cache.
-export CCACHE_BASEDIR="$root"
-# Debug builds (the sanitizer build uses -g) hash the working directory
-# unless told not to: without this a fresh clone's ASan build is all misses.
-export CCACHE_NOHASHDIR=1
+# ccache's settings (paths relative to the tree, so that build trees of any
+# name and fresh clones share one cache) live in cmake/SnnCompilerLauncher.cmake.
 mkdir -p "$build"
 log="$build/build.log"
 : >"$log"  # this build's messages only
