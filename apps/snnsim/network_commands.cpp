@@ -720,12 +720,6 @@ void watch_stop_signals() { catch_stop_signals(); }
 
 bool stop_requested() { return g_stop_signal.load() != 0; }
 
-// The embedded MNIST subset: the source tree's copy while it exists (a
-// build tree), else the installed copy relative to the executable.
-std::string default_data_dir() {
-  return installed_data_dir(running_executable(), SNN_INSTALLED_DATA_DIR, SNN_DEFAULT_DATA_DIR);
-}
-
 
 Run add_recover_command(CLI::App& app) {
   auto path = std::make_shared<std::string>();
