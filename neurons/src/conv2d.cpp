@@ -92,20 +92,40 @@ const Targets& targets_cached(int64_t H, int64_t W, int64_t KH, int64_t KW, int6
 // The weights as rows f = (c KH + ky) KW + kx of TW output channels
 // (zero-padded): W [Cout, F] transposed; the bias zero-padded to TW.
 struct PackedConv {
-  using Source = c10::weak_intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
-  torch::Tensor weight, bias;
-  // What they were packed from, held weakly: a cache entry must not keep a
-  // destroyed network's parameters alive.
-  Source source_weight{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
-  Source source_bias{c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>()};
-  const void* weight_data = nullptr;
-  uint32_t weight_version = 0, bias_version = 0;
-  uint64_t epoch = 0;
+  // What they were packed from: the storage (held weakly, so that a cache
+  // entry does not keep a destroyed network's parameters alive), the place
+  // and layout in it, and the version. Not the tensor object: callers pass
+  // a fresh view of a layer's parameter at every call (the graph model's
+  // [Cout, Cin KH KW] weight viewed as [Cout, Cin, KH, KW]), and a view
+  // shares its base's storage and version counter, so an in-place change
+  // through either is seen.
+  struct Source {
+    c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
+    const void* data = nullptr;
+    std::vector<int64_t> sizes, strides;
+    uint32_t version = 0;
 
-  static bool same(const Source& s, const torch::Tensor& t) {
-    return !s.expired() && s._unsafe_get_target() == t.unsafeGetTensorImpl();
-  }
+    static Source of(const torch::Tensor& t) {
+      Source s;
+      s.storage = t.storage().getWeakStorageImpl();
+      s.data = t.data_ptr();
+      s.sizes = t.sizes().vec();
+      s.strides = t.strides().vec();
+      s.version = t._version();
+      return s;
+    }
+    bool is(const torch::Tensor& t) const {
+      return !storage.expired() && storage._unsafe_get_target() == t.storage().unsafeGetStorageImpl() &&
+             data == t.data_ptr() && t.sizes().equals(sizes) && t.strides().equals(strides) && version == t._version();
+    }
+  };
+  torch::Tensor weight, bias;
+  Source source_weight, source_bias;
+  uint64_t epoch = 0;
 };
+
+// Packings made on this thread (conv2d_event_packings()).
+thread_local uint64_t g_packings = 0;
 
 const PackedConv& packed_cached(const torch::Tensor& weight, const torch::Tensor& bias, int64_t Cout, int64_t F,
                                 int64_t TW) {
@@ -113,13 +133,13 @@ const PackedConv& packed_cached(const torch::Tensor& weight, const torch::Tensor
   const uint64_t epoch = FrozenWeights::epoch();
   if (epoch != 0) {
     for (const PackedConv& c : cache) {
-      if (c.epoch == epoch && PackedConv::same(c.source_weight, weight) && c.weight_data == weight.data_ptr() &&
-          c.weight_version == weight._version() && c.bias.defined() == bias.defined() &&
-          (!bias.defined() || (PackedConv::same(c.source_bias, bias) && c.bias_version == bias._version()))) {
+      if (c.epoch == epoch && c.source_weight.is(weight) && c.bias.defined() == bias.defined() &&
+          (!bias.defined() || c.source_bias.is(bias))) {
         return c;
       }
     }
   }
+  ++g_packings;
   PackedConv c;
   c.weight = torch::constant_pad_nd(weight.detach().reshape({Cout, F}).t(), {0, TW - Cout}).contiguous();
   c.bias = bias.defined() ? torch::constant_pad_nd(bias.detach(), {0, TW - Cout}).contiguous() : torch::Tensor();
@@ -129,11 +149,8 @@ const PackedConv& packed_cached(const torch::Tensor& weight, const torch::Tensor
     cache.clear();
     return once;
   }
-  c.source_weight = PackedConv::Source(weight.getIntrusivePtr());
-  if (bias.defined()) c.source_bias = PackedConv::Source(bias.getIntrusivePtr());
-  c.weight_data = weight.data_ptr();
-  c.weight_version = weight._version();
-  c.bias_version = bias.defined() ? bias._version() : 0;
+  c.source_weight = PackedConv::Source::of(weight);
+  if (bias.defined()) c.source_bias = PackedConv::Source::of(bias);
   c.epoch = epoch;
   // Entries of an older epoch (or beyond the bound) go.
   std::vector<PackedConv> kept;
@@ -146,6 +163,8 @@ const PackedConv& packed_cached(const torch::Tensor& weight, const torch::Tensor
 }
 
 }  // namespace
+
+uint64_t conv2d_event_packings() { return g_packings; }
 
 bool conv2d_event_pays(const torch::Tensor& x) {
   const auto type = x.scalar_type();

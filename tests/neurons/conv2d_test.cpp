@@ -133,6 +133,22 @@ TEST(Conv2dEvent, KeptPackingFollowsTheWeightsAndTheGuards) {
     EXPECT_TRUE(torch::equal(conv(w2, b), fresh(w2, b)));                 // other weights
     EXPECT_TRUE(torch::equal(conv(w, torch::Tensor()), fresh(w, {})));    // no bias
     EXPECT_TRUE(torch::equal(conv(w, b), y1));
+    // A fresh view of the same weight at every call (as the graph model
+    // passes its [Cout, Cin KH KW] parameter) is packed once; an in-place
+    // change through its base is seen.
+    const torch::Tensor flat = w.reshape({c.cout, -1}).clone();
+    const auto view = [&] { return flat.view({c.cout, c.cin, c.kh, c.kw}); };
+    const uint64_t before = functional::conv2d_event_packings();
+    EXPECT_TRUE(torch::equal(conv(view(), b), y1));
+    EXPECT_TRUE(torch::equal(conv(view(), b), y1));
+    EXPECT_TRUE(torch::equal(conv(view(), b), y1));
+    EXPECT_EQ(functional::conv2d_event_packings() - before, 1u);
+    flat.mul_(2.0);
+    EXPECT_TRUE(torch::equal(conv(view(), b), fresh(view(), b)));
+    EXPECT_FALSE(torch::equal(conv(view(), b), y1));
+    // Another layout of the same storage is another weight.
+    const torch::Tensor flipped = flat.view({c.cout, c.cin, c.kh, c.kw}).transpose(2, 3);
+    EXPECT_TRUE(torch::equal(conv(flipped, b), fresh(flipped.contiguous(), b)));
   }
   w.mul_(-0.5);  // between guards, in place (same tensor, same data)
   b.add_(1.0);

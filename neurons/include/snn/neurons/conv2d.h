@@ -18,6 +18,7 @@
 #include <torch/types.h>
 
 #include <array>
+#include <cstdint>
 
 namespace snn::functional {
 
@@ -39,5 +40,11 @@ bool conv2d_event_pays(const torch::Tensor& x);
 torch::Tensor conv2d_event(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                            std::array<int64_t, 2> stride, std::array<int64_t, 2> padding,
                            std::array<int64_t, 2> dilation);
+
+/// How many times conv2d_event has packed weights on the calling thread so
+/// far (a diagnostic, for tests of its cache): while a snn::FrozenWeights
+/// guard lives, it packs each weight once, however the weight is viewed at
+/// each call.
+uint64_t conv2d_event_packings();
 
 }  // namespace snn::functional
