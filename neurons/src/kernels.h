@@ -31,6 +31,10 @@ struct ForwardArgs {
   uint8_t* active_trace = nullptr; ///< [steps, n] 1 = not refractory
   int64_t steps = 0;
   int64_t n = 0;
+  /// x is [n], the same input at every step (a direct input's first
+  /// layer: the graph model runs it once per block and expands it over
+  /// time), read in place rather than copied out to [steps, n].
+  bool x_constant = false;
   Coeffs<T> c;
 };
 

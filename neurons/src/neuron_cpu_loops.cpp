@@ -37,12 +37,12 @@ struct ForwardLoop {
       }
       for (int64_t t = 0; t < args.steps; ++t) {
         const int64_t off = t * n + i0;
-        const T* __restrict__ x = args.x + off;
+        const T* __restrict__ x = args.x + (args.x_constant ? i0 : off);
         S* __restrict__ s = args.spikes + off;
         T* __restrict__ ht = kTrace ? args.h_trace + off : nullptr;
         T* __restrict__ vt = kTrace ? args.v_trace + off : nullptr;
         uint8_t* __restrict__ act = kTrace ? args.active_trace + off : nullptr;
-        if (t + 1 < args.steps) {
+        if (t + 1 < args.steps && !args.x_constant) {
           // The next step's inputs are n values on: a stream of only
           // kBlock values (8 KiB), too short for the hardware prefetcher
           // to ramp up on, so each step began with misses. Prefetched

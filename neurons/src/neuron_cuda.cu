@@ -33,16 +33,17 @@ __global__ void forward_kernel(ForwardArgs<T, S> a) {
   const bool trace = a.h_trace != nullptr;
   for (int64_t t = 0; t < a.steps; ++t) {
     const int64_t j = t * a.n + i;
+    const T x = a.x[a.x_constant ? i : j];
     T h;
     bool active;
     // Uniform branches: every thread of the launch takes the same one.
     bool spike;
     if (a.c.refractory > 0) {
-      spike = a.c.hard_reset ? step<F, kDivide, true, true>(a.x[j], v, ref, h, active, a.c)
-                             : step<F, kDivide, false, true>(a.x[j], v, ref, h, active, a.c);
+      spike = a.c.hard_reset ? step<F, kDivide, true, true>(x, v, ref, h, active, a.c)
+                             : step<F, kDivide, false, true>(x, v, ref, h, active, a.c);
     } else {
-      spike = a.c.hard_reset ? step<F, kDivide, true, false>(a.x[j], v, ref, h, active, a.c)
-                             : step<F, kDivide, false, false>(a.x[j], v, ref, h, active, a.c);
+      spike = a.c.hard_reset ? step<F, kDivide, true, false>(x, v, ref, h, active, a.c)
+                             : step<F, kDivide, false, false>(x, v, ref, h, active, a.c);
     }
     a.spikes[j] = static_cast<S>(spike);
     if (trace) {

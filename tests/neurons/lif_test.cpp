@@ -225,6 +225,41 @@ TEST(LIF, BoolSpikesEqualFloatSpikes) {
   EXPECT_TRUE(torch::equal(a.v, b.v));
 }
 
+// An input that is the same at every step, expanded over time (stride 0,
+// as the graph model passes a direct input's first layer), is read in place
+// and gives what its copy gives, bit for bit: every model and reset,
+// refractory periods, both spike dtypes, state carried across calls, 1 and
+// 2 threads; traced passes (which save x) take it too.
+TEST(LIF, InputConstantInTimeGivesWhatItsCopyGives) {
+  torch::manual_seed(8);
+  const int saved = at::get_num_threads();
+  for (const auto& p : option_space()) {
+    for (int threads = 1; threads <= 2; ++threads) {
+      at::set_num_threads(threads);
+      const torch::Tensor one = torch::randn({1, 3, 4099}) * 0.8 + 0.4;
+      const torch::Tensor constant = one.expand({9, 3, 4099});
+      ASSERT_EQ(constant.stride(0), 0);
+      const torch::Tensor rate = torch::tensor(0.31f);
+      NeuronState a, b;
+      for (int call = 0; call < 2; ++call) {
+        for (auto dtype : {torch::kFloat, torch::kBool}) {
+          const torch::Tensor sa = functional::neuron_multistep(constant, a, p, rate, nullptr, dtype);
+          const torch::Tensor sb = functional::neuron_multistep(constant.contiguous(), b, p, rate, nullptr, dtype);
+          EXPECT_TRUE(torch::equal(sa, sb)) << describe(p) << " threads " << threads;
+          EXPECT_TRUE(torch::equal(a.v, b.v)) << describe(p) << " threads " << threads;
+          EXPECT_TRUE(torch::equal(a.refractory, b.refractory)) << describe(p);
+        }
+      }
+      NeuronTrace ta, tb;
+      NeuronState c, d;
+      EXPECT_TRUE(torch::equal(functional::neuron_multistep(constant, c, p, rate, &ta),
+                               functional::neuron_multistep(constant.contiguous(), d, p, rate, &tb)));
+      EXPECT_TRUE(torch::equal(ta.h, tb.h)) << describe(p);
+    }
+  }
+  at::set_num_threads(saved);
+}
+
 TEST(LIF, OneAndTwoThreadsGiveIdenticalResults) {
   torch::manual_seed(7);
   const torch::Tensor x = torch::rand({8, 200003}) * 1.5;
@@ -377,6 +412,13 @@ TEST(LIF_CUDA, MatchesCpuBitForBit) {
     EXPECT_TRUE(torch::equal(sc, sg.cpu())) << describe(p);
     EXPECT_TRUE(torch::equal(tc.h, tg.h.cpu())) << describe(p);
     EXPECT_TRUE(torch::equal(cpu.v, gpu.v.cpu())) << describe(p);
+    // An input constant in time, read in place on both.
+    const torch::Tensor one = x.narrow(0, 0, 1);
+    NeuronState cpu_c, gpu_c;
+    EXPECT_TRUE(torch::equal(functional::neuron_multistep(one.expand({16, 4, 777}), cpu_c, p, rate),
+                             functional::neuron_multistep(one.cuda().expand({16, 4, 777}), gpu_c, p, rate).cpu()))
+        << describe(p);
+    EXPECT_TRUE(torch::equal(cpu_c.v, gpu_c.v.cpu())) << describe(p);
   }
 }
 
