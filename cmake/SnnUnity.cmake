@@ -9,11 +9,15 @@
 # in its tree shares the cache.
 #
 # Called once at the end of the top-level CMakeLists.txt: it takes over every
-# target that CMAKE_UNITY_BUILD marked, batches its C++ sources in listing
-# order (UNITY_BUILD_BATCH_SIZE of them, 8 by default, as CMake does), and
-# turns CMake's own unity build off for that target. A batch of one source
-# is compiled as it is. Sources marked SKIP_UNITY_BUILD_INCLUSION, generator
-# expressions (object libraries' objects) and other languages are left alone.
+# target of this project that CMAKE_UNITY_BUILD marked, batches its C++
+# sources in listing order (UNITY_BUILD_BATCH_SIZE of them, 8 by default, 0
+# for all in one), and turns CMake's own unity build off for that target. A
+# batch of one source is compiled as it is. Left alone, as CMake leaves
+# them: generated sources (their custom commands stay attached), sources
+# with settings of their own (compile definitions, options, flags, include
+# directories: a batch would drop them), header-only ones, those marked
+# SKIP_UNITY_BUILD_INCLUSION, generator expressions (object libraries'
+# objects) and other languages.
 
 function(_snn_targets_below dir out)
   get_property(targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
@@ -36,7 +40,7 @@ function(_snn_relative_unity target)
   endif()
   set_target_properties(${target} PROPERTIES UNITY_BUILD OFF)
   get_target_property(batch_size ${target} UNITY_BUILD_BATCH_SIZE)
-  if(NOT batch_size)
+  if(batch_size STREQUAL "" OR batch_size MATCHES "NOTFOUND$")
     set(batch_size 8)
   endif()
   get_target_property(source_dir ${target} SOURCE_DIR)
@@ -54,7 +58,17 @@ function(_snn_relative_unity target)
       continue()
     endif()
     get_filename_component(path "${src}" ABSOLUTE BASE_DIR "${source_dir}")
-    get_source_file_property(skip "${path}" TARGET_DIRECTORY ${target} SKIP_UNITY_BUILD_INCLUSION)
+    if(NOT IS_ABSOLUTE "${src}" AND NOT EXISTS "${path}")  # a relative generated one
+      get_filename_component(path "${src}" ABSOLUTE BASE_DIR "${binary_dir}")
+    endif()
+    set(skip OFF)
+    foreach(property SKIP_UNITY_BUILD_INCLUSION GENERATED HEADER_FILE_ONLY COMPILE_DEFINITIONS COMPILE_OPTIONS
+                     COMPILE_FLAGS INCLUDE_DIRECTORIES)
+      get_source_file_property(value "${path}" TARGET_DIRECTORY ${target} ${property})
+      if(value AND NOT value MATCHES "NOTFOUND$")
+        set(skip ON)
+      endif()
+    endforeach()
     if(path MATCHES "\\.(cpp|cc|cxx)$" AND NOT skip)
       list(APPEND members "${path}")
     else()
@@ -63,6 +77,9 @@ function(_snn_relative_unity target)
   endforeach()
 
   list(LENGTH members count)
+  if(batch_size EQUAL 0)
+    set(batch_size ${count})
+  endif()
   set(index 0)
   set(start 0)
   while(start LESS count)
@@ -83,8 +100,14 @@ function(_snn_relative_unity target)
     endforeach()
     set(unity_file "${unity_dir}/unity_${index}.cxx")
     # Rewritten only when its content changes, so a reconfigure rebuilds
-    # nothing.
-    file(CONFIGURE OUTPUT "${unity_file}" CONTENT "${content}")
+    # nothing (and written as it is: no variable expansion in paths).
+    set(old_content "")
+    if(EXISTS "${unity_file}")
+      file(READ "${unity_file}" old_content)
+    endif()
+    if(NOT old_content STREQUAL content)
+      file(WRITE "${unity_file}" "${content}")
+    endif()
     list(APPEND kept "${unity_file}")
     math(EXPR index "${index} + 1")
   endwhile()
@@ -92,7 +115,7 @@ function(_snn_relative_unity target)
 endfunction()
 
 function(snn_relative_unity_builds)
-  _snn_targets_below("${CMAKE_SOURCE_DIR}" targets)
+  _snn_targets_below("${PROJECT_SOURCE_DIR}" targets)
   foreach(target IN LISTS targets)
     _snn_relative_unity(${target})
   endforeach()

@@ -2,9 +2,11 @@
 // the source tree's absolute path (SNN_DEFAULT_DATA_DIR), so that the
 // LibTorch-heavy batches of the app compile identically in every clone and
 // hit ccache (see cmake/SnnUnity.cmake).
-#include "commands.h"
-
+// Declared in commands.h, not included here: its CLI11 and json headers
+// would make this file slow to compile.
 #include <snn/datasets/data_location.h>
+
+#include <string>
 
 namespace snn::app {
 

@@ -72,8 +72,8 @@ Targets targets_of(int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH, int
 // deriving them anew took as long as a fifth of the convolution itself).
 // The targets depend on the geometry alone; the packed weights are kept
 // only while a FrozenWeights guard promises the parameters do not change
-// (snn/core/frozen_weights.h), and checked against the tensors' identity,
-// data and version besides.
+// (snn/core/frozen_weights.h), and checked against the tensors' storage,
+// place, layout, type and version besides.
 constexpr size_t kCacheEntries = 16;  // layers of one thread; more: start over
 
 const Targets& targets_cached(int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
@@ -103,6 +103,8 @@ struct PackedConv {
     c10::weak_intrusive_ptr<c10::StorageImpl> storage{c10::intrusive_ptr<c10::StorageImpl>()};
     const void* data = nullptr;
     std::vector<int64_t> sizes, strides;
+    c10::ScalarType type = c10::ScalarType::Undefined;
+    bool negated = false;  // a lazily negated view (_neg_view) reads other values
     uint32_t version = 0;
 
     static Source of(const torch::Tensor& t) {
@@ -111,12 +113,15 @@ struct PackedConv {
       s.data = t.data_ptr();
       s.sizes = t.sizes().vec();
       s.strides = t.strides().vec();
+      s.type = t.scalar_type();
+      s.negated = t.is_neg();
       s.version = t._version();
       return s;
     }
     bool is(const torch::Tensor& t) const {
       return !storage.expired() && storage._unsafe_get_target() == t.storage().unsafeGetStorageImpl() &&
-             data == t.data_ptr() && t.sizes().equals(sizes) && t.strides().equals(strides) && version == t._version();
+             data == t.data_ptr() && t.sizes().equals(sizes) && t.strides().equals(strides) &&
+             type == t.scalar_type() && negated == t.is_neg() && version == t._version();
     }
   };
   torch::Tensor weight, bias;
@@ -155,7 +160,10 @@ const PackedConv& packed_cached(const torch::Tensor& weight, const torch::Tensor
   // Entries of an older epoch (or beyond the bound) go.
   std::vector<PackedConv> kept;
   for (PackedConv& old : cache) {
-    if (old.epoch == epoch && kept.size() + 1 < kCacheEntries) kept.push_back(std::move(old));
+    // (Entries whose weights are gone can never be asked for again.)
+    if (old.epoch == epoch && !old.source_weight.storage.expired() && kept.size() + 1 < kCacheEntries) {
+      kept.push_back(std::move(old));
+    }
   }
   kept.push_back(std::move(c));
   cache = std::move(kept);

@@ -229,7 +229,7 @@ TEST(LIF, BoolSpikesEqualFloatSpikes) {
 // as the graph model passes a direct input's first layer), is read in place
 // and gives what its copy gives, bit for bit: every model and reset,
 // refractory periods, both spike dtypes, state carried across calls, 1 and
-// 2 threads; traced passes (which save x) take it too.
+// 2 threads; traced passes (which copy it) give the same too.
 TEST(LIF, InputConstantInTimeGivesWhatItsCopyGives) {
   torch::manual_seed(8);
   const int saved = at::get_num_threads();
