@@ -128,21 +128,17 @@ void conv_image(const X* x, T* y, const Conv2dEventArgs<T>& a, T* acc, int32_t* 
   // y[o, l] = acc[l, o]: 16 positions at a time, so that each store run is
   // contiguous while the 16 accumulator rows stay in L1.
   const int64_t cout = a.out_channels;
-  int64_t l_done = 0;  // positions already moved
+  for (int64_t l0 = 0; l0 < positions; l0 += 16) {
+    const int64_t l1 = imin(positions, l0 + 16);
+    int64_t o0 = 0;  // channels moved by whole blocks
 #ifdef __AVX512F__
-  if constexpr (std::is_same_v<T, float>) {
-    const int64_t o_blocks = cout / 16 * 16;
-    for (; l_done + 16 <= positions; l_done += 16) {
-      for (int64_t o = 0; o < o_blocks; o += 16) transpose_block(acc + l_done * W + o, W, y + o * positions + l_done, positions);
-      for (int64_t o = o_blocks; o < cout; ++o) {
-        for (int64_t l = l_done; l < l_done + 16; ++l) y[o * positions + l] = acc[l * W + o];
+    if constexpr (std::is_same_v<T, float>) {
+      if (l1 - l0 == 16) {
+        for (; o0 + 16 <= cout; o0 += 16) transpose_block(acc + l0 * W + o0, W, y + o0 * positions + l0, positions);
       }
     }
-  }
 #endif
-  for (int64_t l0 = l_done; l0 < positions; l0 += 16) {
-    const int64_t l1 = imin(positions, l0 + 16);
-    for (int64_t o = 0; o < cout; ++o) {
+    for (int64_t o = o0; o < cout; ++o) {
       T* yo = y + o * positions;
       for (int64_t l = l0; l < l1; ++l) yo[l] = acc[l * W + o];
     }
