@@ -460,8 +460,9 @@ torch::Tensor World::all_gather_rows(const torch::Tensor& rows) {
   std::vector<int64_t> split, shape(rows.sizes().begin(), rows.sizes().end());
   shape[0] = 0;
   for (int64_t r = 0; r < W; ++r) {
-    split.push_back(metas[0][r][0].item<int64_t>() * bytes_per_row);
-    shape[0] += metas[0][r][0].item<int64_t>();
+    const int64_t n = metas[0][r][0].item<int64_t>();
+    split.push_back(n * bytes_per_row);
+    shape[0] += n;
   }
   return all_gather_parts(flat, split).view(rows.scalar_type()).reshape(shape);
 }
