@@ -3,9 +3,9 @@
 // executables, found from the executable's own place at run time.
 //
 // Why not an absolute path compiled in: it put the clone's path into every
-// test source's compile command, one reason why a clone elsewhere (CI's)
-// misses ccache for them. (The other, still there: CMake 3.25's unity
-// sources include each file by its absolute path.) SNN_SOURCE_FROM_TESTS
+// test source's compile command, so a clone elsewhere (CI's) missed ccache
+// for them (cmake/SnnUnity.cmake keeps the batch files relative too).
+// SNN_SOURCE_FROM_TESTS
 // is the source tree relative to the test executables' folder ("../.."
 // for a build folder inside the tree), the same in every clone.
 
