@@ -14,6 +14,7 @@
 #include "snn/core/error.h"
 #include "snn/core/message_number.h"
 #include "snn/neurons/linear.h"
+#include "snn/neurons/windows.h"
 
 #if SNN_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
@@ -409,6 +410,66 @@ torch::Tensor linear_neuron_multistep(LinearImpl& fc, const torch::Tensor& x_seq
   state.v = v;
   state.refractory = ref;
   return spikes;
+}
+
+torch::Tensor neuron_max_pool_multistep(const torch::Tensor& x_seq, NeuronState& state, const NeuronParams& params,
+                                        const torch::Tensor& rate, std::optional<torch::ScalarType> spike_dtype,
+                                        int64_t* fired) {
+  TORCH_CHECK(x_seq.dim() >= 3, "a pooled neuron pass needs x [T, ..., H, W], got ", x_seq.sizes());
+  const int64_t H = x_seq.size(-2), W = x_seq.size(-1), T = x_seq.size(0);
+  const bool grad = torch::GradMode::is_enabled() &&
+                    (x_seq.requires_grad() || (state.v.defined() && state.v.requires_grad()) ||
+                     (rate.defined() && rate.requires_grad()));
+  if (grad || !x_seq.is_cpu() || H % 2 != 0 || W % 2 != 0 || 2 * W > neurons::detail::kPoolRowsMax ||
+      x_seq.numel() == 0) {
+    // The two passes; bool spikes only after the (real) pool.
+    const bool to_bool = spike_dtype == torch::kBool && !grad;
+    const torch::Tensor s = neuron_multistep(x_seq, state, params, rate, nullptr, to_bool ? spike_dtype : std::nullopt);
+    if (fired) *fired = s.numel() == 0 ? 0 : s.detach().sum().item<int64_t>();
+    return spike_max_pool2x2(s);
+  }
+  params.validate();
+  prepare_state(x_seq, state, params);
+  const torch::ScalarType sdt = spike_dtype.value_or(x_seq.scalar_type());
+  TORCH_CHECK(sdt == x_seq.scalar_type() || sdt == torch::kBool, "spike dtype must be the input's (",
+              x_seq.scalar_type(), ") or bool, got ", sdt);
+  // As in neuron_multistep: a constant input read in place, the state updated in place.
+  const bool x_constant = T > 1 && x_seq.stride(0) == 0 && x_seq[0].is_contiguous();
+  const torch::Tensor x = x_constant ? x_seq[0] : x_seq.contiguous();
+  std::vector<int64_t> sizes = x_seq.sizes().vec();
+  sizes[sizes.size() - 2] = H / 2;
+  sizes[sizes.size() - 1] = W / 2;
+  torch::Tensor pooled = torch::empty(sizes, x_seq.options().dtype(sdt));
+  torch::Tensor v = state.v.requires_grad() || !state.v.is_contiguous() ? state.v.detach().contiguous().clone() : state.v;
+  torch::Tensor ref = state.refractory.contiguous();
+  const Rates rates = rates_of(params, rate);
+  const Form form = form_of(params);
+  int64_t count = 0;
+  AT_DISPATCH_FLOATING_TYPES(x_seq.scalar_type(), "snn_neuron_max_pool", [&] {
+    auto launch = [&](auto spike_tag) {
+      using S = decltype(spike_tag);
+      ForwardArgs<scalar_t, S> a;
+      a.x = x.data_ptr<scalar_t>();
+      a.spikes = static_cast<S*>(pooled.data_ptr());
+      a.v = v.data_ptr<scalar_t>();
+      a.ref = ref.data_ptr<int32_t>();
+      a.steps = T;
+      a.n = x_seq.numel() / T;
+      a.x_constant = x_constant;
+      a.pool_w = W;
+      a.c = coeffs_of<scalar_t>(params, rates);
+      count = neurons::detail::forward_pool_cpu(form, a);
+    };
+    if (sdt == torch::kBool) {
+      launch(uint8_t{});
+    } else {
+      launch(scalar_t{});
+    }
+  });
+  state.v = v;
+  state.refractory = ref;
+  if (fired) *fired = count;
+  return pooled;
 }
 
 torch::Tensor neuron_step(const torch::Tensor& x, NeuronState& state, const NeuronParams& params,

@@ -35,6 +35,12 @@ struct ForwardArgs {
   /// layer: the graph model runs it once per block and expands it over
   /// time), read in place rather than copied out to [steps, n].
   bool x_constant = false;
+  /// When nonzero, a 2 x 2 max pool at stride 2 is fused into the pass
+  /// (CPU only; forward_pool_cpu): the neurons are planes of pool_h x
+  /// pool_w (both even, n a multiple of their product) and `spikes` is
+  /// [steps, n / 4], each step's spike of every window, the OR of its four
+  /// neurons' (the max of 0/1 values). No traces.
+  int64_t pool_w = 0;
   Coeffs<T> c;
 };
 
@@ -60,6 +66,13 @@ struct BackwardArgs {
 
 template <typename T, typename S>
 void forward_cpu(Form form, const ForwardArgs<T, S>& args);
+/// forward_cpu with the 2 x 2 max pool fused (args.pool_w set, no traces,
+/// 2 pool_w <= kPoolRowsMax): returns the number of spikes the neurons
+/// fired, which are not stored.
+template <typename T, typename S>
+int64_t forward_pool_cpu(Form form, const ForwardArgs<T, S>& args);
+/// The widest pair of rows (2 pool_w neurons) forward_pool_cpu takes.
+constexpr int64_t kPoolRowsMax = 2048;
 template <typename T>
 void backward_cpu(Form form, const BackwardArgs<T>& args);
 

@@ -6,6 +6,7 @@
 
 #include "snn/core/error.h"
 #include "snn/neurons/linear.h"
+#include "snn/neurons/windows.h"
 
 namespace snn {
 
@@ -54,6 +55,16 @@ torch::Tensor NeuronLayer::multi_step_after(LinearImpl& fc, const torch::Tensor&
       counted(functional::linear_neuron_multistep(fc, x_seq, state_, params(), rate(), spike_dtype_for({})));
   if (observer_) observe(spikes, torch::Tensor());
   return spikes;
+}
+
+torch::Tensor NeuronLayer::multi_step_max_pooled(const torch::Tensor& x_seq) {
+  // An observer sees every spike; other dynamics have their own pass.
+  if (observer_ || !fusable()) return functional::spike_max_pool2x2(multi_step(x_seq));
+  int64_t fired = 0;
+  torch::Tensor pooled =
+      functional::neuron_max_pool_multistep(x_seq, state_, params(), rate(), spike_dtype_for({}), &fired);
+  if (count_spikes_ && spiking()) spikes_counted_ += static_cast<double>(fired);
+  return pooled;
 }
 
 torch::Tensor NeuronLayer::multi_step(const torch::Tensor& x_seq, NeuronTrace* trace,

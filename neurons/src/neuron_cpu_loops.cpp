@@ -11,12 +11,15 @@
 // arrays (L1) across all steps, and the inner loop over the block is a SIMD
 // loop. Memory traffic is then x in, spikes out, and v once per call.
 
+#include <cstring>
+
 #include "neuron_cpu_loops.h"
 
 namespace snn::neurons::detail::SNN_ISA {
 namespace {
 
 constexpr int64_t kBlock = 2048;
+static_assert(kPoolRowsMax <= kBlock, "a pair of pooled rows must fit one block");
 
 template <typename T, typename S, bool kTrace, bool kHard, bool kRefractory>
 struct ForwardLoop {
@@ -70,6 +73,98 @@ struct ForwardLoop {
         for (int64_t i = 0; i < nb; ++i) args.ref[i0 + i] = ref[i];
       }
     }
+  }
+};
+
+// The pooled spikes of `rows` pairs of spike rows of width W (bytes, 0/1)
+// into out [rows, W / 2]: 16 windows at a time, a window's two spikes of a
+// row read as one 16-bit lane, so that OR, compare and convert are vector
+// operations. The pooled rows of a CNN are short (14, 7): a row narrower
+// than 16 windows is written 16 wide, and the next rows overwrite the
+// excess; a wider row ends with a group that overlaps the one before it.
+// The rows whose 16 lanes would pass the block's last window go one
+// window at a time. Reads reach up to 32 bytes past the rows (the caller's buffer has them).
+template <typename S>
+inline void pool_rows(const uint8_t* sp, S* out, int64_t rows, int64_t W) {
+  constexpr int64_t N = 16;
+  typedef uint16_t P __attribute__((vector_size(2 * N)));
+  typedef S O __attribute__((vector_size(N * sizeof(S))));
+  const int64_t OW = W / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* top = sp + r * 2 * W;
+    const uint8_t* bottom = top + W;
+    S* o = out + r * OW;
+    if (OW < N && (rows - r) * OW < N) {  // the 16 lanes would pass the block's last window
+      for (int64_t ox = 0; ox < OW; ++ox) {
+        o[ox] = (top[2 * ox] | top[2 * ox + 1] | bottom[2 * ox] | bottom[2 * ox + 1]) ? S(1) : S(0);
+      }
+      continue;
+    }
+    for (int64_t ox0 = 0; ox0 < OW; ox0 += N) {
+      const int64_t ox = OW >= N && ox0 + N > OW ? OW - N : ox0;
+      P a, b;
+      std::memcpy(&a, top + 2 * ox, sizeof a);
+      std::memcpy(&b, bottom + 2 * ox, sizeof b);
+      const O any = __builtin_convertvector(-((a | b) != 0), O);  // lanes -1 / 0 -> 1 / 0
+      std::memcpy(o + ox, &any, sizeof any);
+    }
+  }
+}
+
+// The forward pass with a 2 x 2 max pool at stride 2 fused into it, for
+// inference: each step's spikes of a block stay in a local byte array
+// (L1) and only their pooled windows are stored, a quarter of the spikes,
+// where the unfused path writes every spike and the pool reads them back.
+// The range and the blocks are in pairs of rows of the pooled planes
+// (2 W neurons each), so that every window lies inside one block. Each
+// neuron's step is the one above; a window's spike is the OR of its four
+// 0/1 spikes, which is their maximum. Returns the spikes fired.
+template <typename T, typename S, bool kHard, bool kRefractory>
+struct ForwardPoolLoop {
+  const ForwardArgs<T, S>& args;
+  int64_t begin, end;  // row pairs
+  int64_t* fired;
+
+  template <ChargeForm F, bool kDivide>
+  void operator()() const {
+    const Coeffs<T> c = args.c;
+    const int64_t n = args.n, W = args.pool_w, R = 2 * W, OW = W / 2, pooled = n / 4;
+    const int64_t per = kBlock / R;  // row pairs per block, >= 1 (forward_pool_cpu checks R)
+    T v[kBlock];
+    int32_t ref[kBlock];
+    alignas(64) uint8_t sp[kBlock + 64] = {};  // pool_rows reads up to 32 bytes past a block
+    int64_t count = 0;
+    for (int64_t r0 = begin; r0 < end; r0 += per) {
+      const int64_t rows = end - r0 < per ? end - r0 : per;
+      const int64_t i0 = r0 * R, nb = rows * R;
+      for (int64_t i = 0; i < nb; ++i) v[i] = args.v[i0 + i];
+      if constexpr (kRefractory) {
+        for (int64_t i = 0; i < nb; ++i) ref[i] = args.ref[i0 + i];
+      }
+      for (int64_t t = 0; t < args.steps; ++t) {
+        const T* __restrict__ x = args.x + (args.x_constant ? i0 : t * n + i0);
+        if (t + 1 < args.steps && !args.x_constant) {  // as in ForwardLoop
+          const char* next = reinterpret_cast<const char*>(x + n);
+          for (int64_t b = 0; b < nb * static_cast<int64_t>(sizeof(T)); b += 64) __builtin_prefetch(next + b);
+        }
+        int32_t step_count = 0;
+#pragma omp simd reduction(+ : step_count)
+        for (int64_t i = 0; i < nb; ++i) {
+          T h;
+          bool active;
+          const bool spike = step<F, kDivide, kHard, kRefractory>(x[i], v[i], ref[i], h, active, c);
+          sp[i] = static_cast<uint8_t>(spike);
+          step_count += spike ? 1 : 0;
+        }
+        count += step_count;
+        pool_rows(sp, args.spikes + t * pooled + r0 * OW, rows, W);
+      }
+      for (int64_t i = 0; i < nb; ++i) args.v[i0 + i] = v[i];
+      if constexpr (kRefractory) {
+        for (int64_t i = 0; i < nb; ++i) args.ref[i0 + i] = ref[i];
+      }
+    }
+    *fired = count;
   }
 };
 
@@ -162,11 +257,31 @@ void forward_flags(Form form, const ForwardArgs<T, S>& args, int64_t begin, int6
   }
 }
 
+template <typename T, typename S, bool kHard>
+void forward_pool_flags(Form form, const ForwardArgs<T, S>& args, int64_t begin, int64_t end, int64_t* fired) {
+  if (args.c.refractory > 0) {
+    dispatch_form(form, ForwardPoolLoop<T, S, kHard, true>{args, begin, end, fired});
+  } else {
+    dispatch_form(form, ForwardPoolLoop<T, S, kHard, false>{args, begin, end, fired});
+  }
+}
+
 }  // namespace
 
 template <typename T, typename S>
 void forward_range(Form form, const ForwardArgs<T, S>& args, int64_t begin, int64_t end) {
   forward_flags<T, S>(form, args, begin, end);
+}
+
+template <typename T, typename S>
+int64_t forward_pool_range(Form form, const ForwardArgs<T, S>& args, int64_t begin, int64_t end) {
+  int64_t fired = 0;
+  if (args.c.hard_reset) {
+    forward_pool_flags<T, S, true>(form, args, begin, end, &fired);
+  } else {
+    forward_pool_flags<T, S, false>(form, args, begin, end, &fired);
+  }
+  return fired;
 }
 
 template <typename T>
@@ -182,6 +297,10 @@ template void forward_range<float, float>(Form, const ForwardArgs<float, float>&
 template void forward_range<float, uint8_t>(Form, const ForwardArgs<float, uint8_t>&, int64_t, int64_t);
 template void forward_range<double, double>(Form, const ForwardArgs<double, double>&, int64_t, int64_t);
 template void forward_range<double, uint8_t>(Form, const ForwardArgs<double, uint8_t>&, int64_t, int64_t);
+template int64_t forward_pool_range<float, float>(Form, const ForwardArgs<float, float>&, int64_t, int64_t);
+template int64_t forward_pool_range<float, uint8_t>(Form, const ForwardArgs<float, uint8_t>&, int64_t, int64_t);
+template int64_t forward_pool_range<double, double>(Form, const ForwardArgs<double, double>&, int64_t, int64_t);
+template int64_t forward_pool_range<double, uint8_t>(Form, const ForwardArgs<double, uint8_t>&, int64_t, int64_t);
 template void backward_range<float>(Form, const BackwardArgs<float>&, int64_t, int64_t);
 template void backward_range<double>(Form, const BackwardArgs<double>&, int64_t, int64_t);
 

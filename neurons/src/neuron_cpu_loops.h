@@ -9,6 +9,8 @@ namespace snn::neurons::detail {
   namespace isa {                                                                       \
   template <typename T, typename S>                                                     \
   void forward_range(Form form, const ForwardArgs<T, S>& args, int64_t begin, int64_t end); \
+  template <typename T, typename S>                                                     \
+  int64_t forward_pool_range(Form form, const ForwardArgs<T, S>& args, int64_t begin, int64_t end); \
   template <typename T>                                                                 \
   void backward_range(Form form, const BackwardArgs<T>& args, int64_t begin, int64_t end); \
   }

@@ -336,6 +336,19 @@ torch::Tensor max_pool2d(const torch::Tensor& x, std::array<int64_t, 2> kernel, 
   return pool(x.contiguous(), g, nullptr);
 }
 
+torch::Tensor spike_max_pool2x2(const torch::Tensor& x) {
+  if (x.dim() < 3) throw Error("spike_max_pool2x2: spikes must be [..., H, W] with a leading dim, got " + c10::str(x.sizes()));
+  const int64_t H = x.size(-2), W = x.size(-1);
+  const bool is_bool = x.scalar_type() == torch::kBool;
+  const torch::Tensor real = is_bool ? x.to(torch::kFloat) : x;
+  const std::array<int64_t, 2> two{2, 2};
+  const torch::Tensor y = functional::max_pool2d(real.reshape({-1, 1, H, W}), two, two, std::array<int64_t, 2>{0, 0});
+  std::vector<int64_t> sizes = x.sizes().vec();
+  sizes[sizes.size() - 2] = y.size(2);
+  sizes[sizes.size() - 1] = y.size(3);
+  return is_bool ? y.reshape(sizes).to(torch::kBool) : y.reshape(sizes);
+}
+
 torch::Tensor im2rows(const torch::Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                       std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation) {
   check_nchw(x, "im2rows");

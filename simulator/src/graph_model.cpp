@@ -338,6 +338,7 @@ class GraphStageImpl : public torch::nn::Module {
         if (m.dropout.count(n->name)) register_module(key, m.dropout.at(n->name).ptr());
       }
     }
+    find_pooled_neurons();
   }
 
   torch::Tensor forward(const torch::Tensor& packed) {
@@ -368,7 +369,19 @@ class GraphStageImpl : public torch::nn::Module {
       if (!u->cycle) {
         const Node& n = *u->nodes[0];
         if (n.kind == NodeKind::kInput) continue;  // unpacked above
+        if (pooled_.count(n.name) && !torch::GradMode::is_enabled()) continue;  // made with its neurons' spikes
         const torch::Tensor in = summed(n, values, nullptr, -1);
+        const auto pool = pool_of_.find(n.name);
+        if (pool != pool_of_.end() && !torch::GradMode::is_enabled()) {
+          // Neurons whose spikes only a 2 x 2 max pool reads: each step's
+          // spikes are pooled while still in cache and only the pooled ones
+          // stored (NeuronLayer::multi_step_max_pooled; the same values).
+          const auto& is = p.shapes->input.at(pool->second);
+          const torch::Tensor pooled =
+              p.modules->neuron.at(n.name).layer->multi_step_max_pooled(in.reshape(with_time(K, B, is)));
+          values[pool->second] = pooled.reshape(with_time(K, B, p.shapes->output.at(pool->second)));
+          continue;
+        }
         if (K > 1 && in.stride(0) == 0 && same_every_step(n)) {
           // The same input at every step of the block (a constant input
           // such as a direct-coded image, expanded over K): one step's
@@ -394,6 +407,32 @@ class GraphStageImpl : public torch::nn::Module {
   }
 
  private:
+  // The neuron nodes of this stage, outside cycles, whose spikes go to one
+  // MaxPool2d of 2 x 2 windows at stride 2 alone, in this stage, which
+  // reads nothing else: without gradients the two run as one pass.
+  void find_pooled_neurons() {
+    const StagePlan& p = *plan_;
+    std::set<std::string> here;
+    for (const auto& u : p.units) {
+      if (!u->cycle) here.insert(u->nodes[0]->name);
+    }
+    const std::vector<int64_t> two{2, 2}, zero{0, 0};
+    for (const auto& u : p.units) {
+      const Node& n = *u->nodes[0];
+      if (u->cycle || !p.modules->neuron.count(n.name)) continue;
+      if (std::find(p.outputs.begin(), p.outputs.end(), n.name) != p.outputs.end()) continue;
+      const auto targets = p.graph->targets_of(n.name);
+      if (targets.size() != 1 || !here.count(targets[0])) continue;
+      const Node& t = p.graph->node(targets[0]);
+      if (t.kind != NodeKind::kMaxPool2d || t.kernel_size != two || t.stride != two || t.padding != zero ||
+          sources_.at(t.name) != std::vector<std::string>{n.name}) {
+        continue;
+      }
+      pool_of_[n.name] = t.name;
+      pooled_.insert(t.name);
+    }
+  }
+
   // The sum of a node's sources in edge order; inside a cycle, step k's
   // values (`step` holds the cycle's own of this step).
   torch::Tensor summed(const Node& n, const std::map<std::string, torch::Tensor>& values,
@@ -437,6 +476,8 @@ class GraphStageImpl : public torch::nn::Module {
   // Each node's sources in edge order, looked up once: summed() runs per
   // node and, inside cycles, per step.
   std::map<std::string, std::vector<std::string>> sources_;
+  std::map<std::string, std::string> pool_of_;  // neuron node -> the pool fused with it (find_pooled_neurons)
+  std::set<std::string> pooled_;                // those pools
 };
 TORCH_MODULE(GraphStage);
 

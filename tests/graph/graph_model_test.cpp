@@ -485,6 +485,88 @@ kind = "Output"
   EXPECT_TRUE(torch::equal(trained.detach(), inferred));
 }
 
+// Neurons whose spikes go to a 2 x 2 max pool alone run fused with it in
+// inference (only the pooled spikes stored): the same output spikes and
+// spike counts as training's two passes, for every K and partition (a
+// cut between the neurons and their pool leaves them unfused).
+TEST(GraphModel, NeuronsFusedWithTheirMaxPoolGiveTheTwoPassesSpikesAndCounts) {
+  const Graph g = graph::parse_graph_text(R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [2, 8, 12]
+[[nodes]]
+name = "conv"
+kind = "Conv2d"
+features = 4
+kernel_size = 3
+padding = 1
+[[nodes]]
+name = "lif0"
+kind = "LIF"
+v_threshold = 0.1
+[[nodes]]
+name = "pool0"
+kind = "MaxPool2d"
+kernel_size = 2
+[[nodes]]
+name = "conv2"
+kind = "Conv2d"
+features = 6
+kernel_size = 3
+padding = 1
+[[nodes]]
+name = "if1"
+kind = "IF"
+v_threshold = 0.1
+[[nodes]]
+name = "pool1"
+kind = "MaxPool2d"
+kernel_size = 2
+[[nodes]]
+name = "flat"
+kind = "Flatten"
+[[nodes]]
+name = "fc"
+kind = "Affine"
+features = 5
+[[nodes]]
+name = "lif2"
+kind = "LIF"
+v_threshold = 0.05
+[[nodes]]
+name = "output"
+kind = "Output"
+)",
+                                          "pooled");
+  SpikingNetwork net(graph_config(g, 6));
+  const torch::Tensor x = images(9, 2 * 8 * 12);
+  ModelPipeline pipe = net.make_pipeline();
+  const torch::Tensor input = net.prepare_input(x);
+  const auto counts = [&] {
+    std::vector<double> out;
+    for (const auto& l : net.neuron_layers()) out.push_back(l->spikes_counted());
+    return out;
+  };
+  for (const auto& l : net.neuron_layers()) l->set_count_spikes(true);
+  const torch::Tensor trained = pipe.constant_forward(input, 6, false);  // records gradients: two passes
+  ASSERT_TRUE(trained.requires_grad());
+  const std::vector<double> trained_counts = counts();
+  for (const auto& l : net.neuron_layers()) l->set_count_spikes(true);  // from zero
+  torch::Tensor inferred;
+  {
+    torch::NoGradGuard no_grad;
+    inferred = pipe.constant_forward(input, 6, false);
+  }
+  EXPECT_TRUE(torch::equal(trained.detach(), inferred));
+  EXPECT_EQ(counts(), trained_counts);
+  for (size_t i = 0; i < trained_counts.size(); ++i) EXPECT_GT(trained_counts[i], 0) << "layer " << i;
+  for (int64_t K : {1, 4, 0}) {
+    EXPECT_TRUE(torch::equal(run(net, x, {"cpu"}, K), inferred)) << "K = " << K;
+    EXPECT_TRUE(torch::equal(run(net, x, {"cpu", "cpu", "cpu"}, K, {1, 1, 1}), inferred)) << "three stages, K = " << K;
+  }
+}
+
 // An Input node with encoding = "direct" feeds the pixel values at every
 // step, unencoded: through an identity Linear, IF neurons (threshold 1,
 // reset to 0) integrating 0.5, 0.25 and 1.0 fire 2, 1 and 4 times in 4

@@ -9,6 +9,7 @@
 #include "snn/neurons/lif.h"
 #include "snn/neurons/linear.h"
 #include "snn/neurons/linear_neuron.h"
+#include "snn/neurons/windows.h"
 #include "support/cpu_builds.h"
 #include "support/test_util.h"
 
@@ -258,6 +259,94 @@ TEST(LIF, InputConstantInTimeGivesWhatItsCopyGives) {
     }
   }
   at::set_num_threads(saved);
+}
+
+// The neuron pass with its 2 x 2 max pool fused (only pooled spikes
+// stored) gives the two passes' pooled spikes, state and spike count bit
+// for bit: every model and reset, refractory periods, float and double,
+// float and bool spikes, planes of widths 2 to 1,024 (blocks of one or
+// many row pairs, row pairs split between threads), a constant input,
+// state carried across calls, 1 and 2 threads, every CPU build. Odd or
+// wider planes and gradients take the two passes.
+TEST(LIF, MaxPooledPassEqualsThePassThenThePool) {
+  torch::manual_seed(83);
+  const int saved = at::get_num_threads();
+  struct Shape {
+    int64_t B, C, H, W;
+  };
+  const std::vector<Shape> shapes{{3, 5, 6, 2}, {2, 7, 28, 28}, {1, 3, 4, 1024}, {2, 3, 5, 6}, {1, 2, 2, 1026}};
+  for (const CpuIsa isa : test::cpu_builds()) {
+    test::CpuIsaScope scope(isa);
+    for (const auto& p : option_space()) {
+      if (p.detach_reset) continue;  // forward only: detach_reset changes nothing here
+      const torch::Tensor rate = torch::tensor(0.31f);
+      for (const Shape& sh : shapes) {
+        for (auto dtype : {torch::kFloat, torch::kDouble}) {
+          const torch::Tensor x = (torch::randn({10, sh.B, sh.C, sh.H, sh.W}) * 0.8 + 0.5).to(dtype);
+          const torch::Tensor constant = x[0].expand({5, sh.B, sh.C, sh.H, sh.W});
+          for (const torch::Tensor& in : {x, constant}) {
+            for (std::optional<torch::ScalarType> sdt : {std::optional<torch::ScalarType>(), std::optional(torch::kBool)}) {
+              for (int threads : {1, 2}) {
+                at::set_num_threads(threads);
+                NeuronState a, b;
+                for (int64_t call = 0; call < 2; ++call) {  // the second call starts from the first's state
+                  const torch::Tensor xc = in.narrow(0, call * in.size(0) / 2, in.size(0) / 2);
+                  const torch::Tensor spikes = functional::neuron_multistep(xc, a, p, rate, nullptr);
+                  torch::Tensor want = functional::spike_max_pool2x2(spikes);
+                  if (sdt) want = want.to(*sdt);
+                  int64_t fired = -1;
+                  const torch::Tensor got = functional::neuron_max_pool_multistep(xc, b, p, rate, sdt, &fired);
+                  const std::string where = describe(p) + " isa " + std::to_string(static_cast<int>(isa)) + " shape " +
+                                            c10::str(xc.sizes()) + " threads " + std::to_string(threads) + " call " +
+                                            std::to_string(call);
+                  ASSERT_EQ(got.scalar_type(), want.scalar_type()) << where;
+                  EXPECT_TRUE(torch::equal(got, want)) << where;
+                  EXPECT_TRUE(torch::equal(a.v, b.v)) << where;
+                  EXPECT_TRUE(torch::equal(a.refractory, b.refractory)) << where;
+                  EXPECT_EQ(fired, spikes.sum().item<int64_t>()) << where;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  at::set_num_threads(saved);
+  // The pooled spikes' gradient is the two passes' (training keeps them).
+  NeuronParams p;
+  const torch::Tensor x = (torch::randn({4, 2, 3, 6, 8}) + 0.6).requires_grad_();
+  NeuronState a, b;
+  functional::spike_max_pool2x2(functional::neuron_multistep(x, a, p)).sum().backward();
+  const torch::Tensor want = x.grad().clone();
+  x.grad().zero_();
+  const torch::Tensor got = functional::neuron_max_pool_multistep(x, b, p);
+  ASSERT_TRUE(got.requires_grad());
+  got.sum().backward();
+  EXPECT_TRUE(torch::equal(x.grad(), want));
+}
+
+// The layer's pooled pass: the fused kernel without observers, counting
+// the neurons' spikes; with an observer, the observer sees every spike
+// and the pooled result is the same.
+TEST(LIF, LayerMaxPooledPassCountsAndObservesTheNeuronsSpikes) {
+  torch::manual_seed(84);
+  const torch::Tensor x = torch::rand({6, 2, 4, 8, 10}) * 1.6;
+  LIF plain(LIFOptions().step_mode(StepMode::kMulti)), pooled(LIFOptions().step_mode(StepMode::kMulti)),
+      observed(LIFOptions().step_mode(StepMode::kMulti));
+  plain->set_count_spikes(true);
+  pooled->set_count_spikes(true);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor spikes = plain->forward(x);
+  const torch::Tensor want = functional::spike_max_pool2x2(spikes);
+  EXPECT_TRUE(torch::equal(pooled->multi_step_max_pooled(x), want));
+  EXPECT_EQ(pooled->spikes_counted(), plain->spikes_counted());
+  EXPECT_GT(pooled->spikes_counted(), 0);
+  EXPECT_TRUE(torch::equal(pooled->state().v, plain->state().v));
+  torch::Tensor seen;
+  observed->set_observer([&](const torch::Tensor& s, const torch::Tensor&) { seen = s; });
+  EXPECT_TRUE(torch::equal(observed->multi_step_max_pooled(x), want));
+  EXPECT_TRUE(torch::equal(seen, spikes));
 }
 
 TEST(LIF, OneAndTwoThreadsGiveIdenticalResults) {

@@ -87,6 +87,19 @@ torch::Tensor linear_neuron_multistep(LinearImpl& fc, const torch::Tensor& x_seq
                                       const NeuronParams& params, const torch::Tensor& rate = {},
                                       std::optional<torch::ScalarType> spike_dtype = std::nullopt);
 
+/// The spikes of neuron_multistep(x_seq, state, params, rate, nullptr,
+/// spike_dtype) max pooled in 2 x 2 windows at stride 2 over the last two
+/// dims (spike_max_pool2x2), bit for bit, for x_seq [T, ..., H, W]: fused
+/// on the CPU with no gradient recorded and H, W even (W <= 1024), so that
+/// each step's spikes are pooled while in cache and only the pooled ones
+/// [T, ..., H / 2, W / 2] are stored; elsewhere the two passes one after
+/// the other. `fired`, when given, receives the number of spikes the
+/// neurons fired (not the pooled ones).
+torch::Tensor neuron_max_pool_multistep(const torch::Tensor& x_seq, NeuronState& state, const NeuronParams& params,
+                                        const torch::Tensor& rate = {},
+                                        std::optional<torch::ScalarType> spike_dtype = std::nullopt,
+                                        int64_t* fired = nullptr);
+
 /// One step: x [B, ...] -> spikes [B, ...]; the T = 1 case of neuron_multistep.
 torch::Tensor neuron_step(const torch::Tensor& x, NeuronState& state, const NeuronParams& params,
                           const torch::Tensor& rate = {});

@@ -84,6 +84,12 @@ class NeuronLayer : public Temporal {
   /// fused where they can be (functional::linear_neuron_multistep: the CPU,
   /// no gradient recorded, no observer asking for v).
   torch::Tensor multi_step_after(LinearImpl& fc, const torch::Tensor& x_seq);
+  /// spike_max_pool2x2(multi_step(x_seq)) for x_seq [T, ..., H, W]: the
+  /// spikes max pooled in 2 x 2 windows at stride 2, the same values,
+  /// fused where they can be (functional::neuron_max_pool_multistep: the
+  /// CPU, no gradient recorded, no observer). Spike counting counts the
+  /// neurons' spikes, not the pooled ones.
+  torch::Tensor multi_step_max_pooled(const torch::Tensor& x_seq);
   /// Forgets v and the refractory counts; the next call may use any shape.
   void reset_state() override { state_ = NeuronState{}; }
   /// {v, refractory counts}, or {} after a reset.

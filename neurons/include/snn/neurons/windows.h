@@ -26,6 +26,12 @@ namespace snn::functional {
 torch::Tensor max_pool2d(const torch::Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                          std::array<int64_t, 2> padding);
 
+/// y [..., H / 2, W / 2]: max_pool2d of x [..., H, W] (at least 3 dims)
+/// in 2 x 2 windows at stride 2 over its last two dims, as a graph's
+/// MaxPool2d pools a neuron layer's spikes; bool spikes stay bool (the
+/// same 0/1 values). Differentiable for real x.
+torch::Tensor spike_max_pool2x2(const torch::Tensor& x);
+
 /// rows [N OH OW, C KH KW] of x [N, C, H, W]: row (n, oy, ox) holds the
 /// window of output (oy, ox), column (c KH + ky) KW + kx the input at (oy
 /// sH - pH + ky dH, ox sW - pW + kx dW), zero outside the input. What
