@@ -88,17 +88,25 @@ Coeffs<T> coeffs_of(const NeuronParams& p, const Rates& r) {
   throw Error("a CUDA tensor reached the neuron kernels, but snnsim was built without CUDA support");
 }
 
-// Checks x_seq and makes the state match it (initialising an undefined one).
-void prepare_state(const torch::Tensor& x_seq, NeuronState& state, const NeuronParams& p) {
+// Checks x_seq and makes the state match it (initialising an undefined
+// one). With `kernel_fills`, an undefined state gets uninitialised memory
+// instead, for the CPU kernels to start from reset (ForwardArgs::fresh):
+// returns whether it did.
+bool prepare_state(const torch::Tensor& x_seq, NeuronState& state, const NeuronParams& p, bool kernel_fills = false) {
   TORCH_CHECK(x_seq.dim() >= 1, "neuron input must be [T, ...] with at least a time dimension, got a 0-dim tensor");
   TORCH_CHECK(x_seq.scalar_type() == torch::kFloat || x_seq.scalar_type() == torch::kDouble,
               "neuron input must be float32 or float64, got ", x_seq.scalar_type());
   const auto step_shape = x_seq.sizes().slice(1);
   if (!state.defined()) {
+    if (kernel_fills && x_seq.is_cpu()) {
+      state.v = torch::empty(step_shape, x_seq.options());
+      state.refractory = torch::empty(step_shape, x_seq.options().dtype(torch::kInt));
+      return true;
+    }
     const double v0 = p.v_reset.value_or(0.0);
     state.v = torch::full(step_shape, v0, x_seq.options());
     state.refractory = torch::zeros(step_shape, x_seq.options().dtype(torch::kInt));
-    return;
+    return false;
   }
   TORCH_CHECK(state.v.sizes() == step_shape, "neuron state has shape ", state.v.sizes(),
               " but the input's step has shape ", step_shape,
@@ -109,6 +117,7 @@ void prepare_state(const torch::Tensor& x_seq, NeuronState& state, const NeuronP
   if (!state.refractory.defined()) {
     state.refractory = torch::zeros(step_shape, x_seq.options().dtype(torch::kInt));
   }
+  return false;
 }
 
 // Runs the fused forward kernels. v and ref are updated in place; traces are
@@ -117,7 +126,9 @@ void prepare_state(const torch::Tensor& x_seq, NeuronState& state, const NeuronP
 // the input of every step.
 void run_forward(const NeuronParams& p, const Rates& rates, const torch::Tensor& x, const torch::Tensor& spikes,
                  const torch::Tensor& v, const torch::Tensor& ref, const torch::Tensor& h_trace,
-                 const torch::Tensor& v_trace, const torch::Tensor& active_trace, bool x_constant = false) {
+                 const torch::Tensor& v_trace, const torch::Tensor& active_trace, bool x_constant = false,
+                 bool fresh = false) {
+  TORCH_CHECK(!fresh || x.is_cpu(), "a fresh neuron state is filled by the CPU kernels only");
   const Form form = form_of(p);
   const int64_t steps = spikes.size(0);
   const int64_t n = steps == 0 ? v.numel() : spikes.numel() / steps;
@@ -139,6 +150,7 @@ void run_forward(const NeuronParams& p, const Rates& rates, const torch::Tensor&
       a.steps = steps;
       a.n = n;
       a.x_constant = x_constant;
+      a.fresh = fresh;
       a.c = coeffs_of<scalar_t>(p, rates);
       if (x.is_cuda()) {
 #if SNN_WITH_CUDA
@@ -314,7 +326,10 @@ torch::Tensor neuron_multistep(const torch::Tensor& x_seq, NeuronState& state, c
                                const torch::Tensor& rate, NeuronTrace* trace,
                                std::optional<torch::ScalarType> spike_dtype) {
   params.validate();
-  prepare_state(x_seq, state, params);
+  // Without a gradient, a fresh state is the kernels' to start from reset.
+  const bool kernel_fills = !state.defined() && !(torch::GradMode::is_enabled() &&
+                                                  (x_seq.requires_grad() || (rate.defined() && rate.requires_grad())));
+  const bool fresh = prepare_state(x_seq, state, params, kernel_fills);
   const bool needs_grad = torch::GradMode::is_enabled() &&
                           (x_seq.requires_grad() || state.v.requires_grad() || (rate.defined() && rate.requires_grad()));
   const torch::ScalarType sdt = spike_dtype.value_or(x_seq.scalar_type());
@@ -347,7 +362,7 @@ torch::Tensor neuron_multistep(const torch::Tensor& x_seq, NeuronState& state, c
     v_trace = torch::empty_like(x);
     active = torch::empty(x.sizes(), x.options().dtype(torch::kByte));
   }
-  run_forward(params, rates_of(params, rate), x, spikes, v, ref, h_trace, v_trace, active, x_constant);
+  run_forward(params, rates_of(params, rate), x, spikes, v, ref, h_trace, v_trace, active, x_constant, fresh);
   state.v = v;
   state.refractory = ref;
   if (trace != nullptr) {
@@ -370,7 +385,7 @@ torch::Tensor linear_neuron_multistep(LinearImpl& fc, const torch::Tensor& x_seq
   params.validate();
   const int64_t T = x_seq.size(0), B = x_seq.size(1), out = w.size(0);
   // The state is checked and made as for the currents [T, B, out] (none stored).
-  prepare_state(torch::empty({0, B, out}, w.options()), state, params);
+  const bool fresh = prepare_state(torch::empty({0, B, out}, w.options()), state, params, /*kernel_fills=*/true);
   const torch::ScalarType sdt = spike_dtype.value_or(w.scalar_type());
   TORCH_CHECK(sdt == w.scalar_type() || sdt == torch::kBool, "spike dtype must be the input's (", w.scalar_type(),
               ") or bool, got ", sdt);
@@ -397,6 +412,7 @@ torch::Tensor linear_neuron_multistep(LinearImpl& fc, const torch::Tensor& x_seq
         a.ref = rp + b0 * out;
         a.steps = 1;
         a.n = (b1 - b0) * out;
+        a.fresh = fresh && t == 0;  // the first step starts these neurons from reset
         a.c = c;
         neurons::detail::forward_cpu(form, a);
       });
@@ -429,7 +445,7 @@ torch::Tensor neuron_max_pool_multistep(const torch::Tensor& x_seq, NeuronState&
     return spike_max_pool2x2(s);
   }
   params.validate();
-  prepare_state(x_seq, state, params);
+  const bool fresh = prepare_state(x_seq, state, params, /*kernel_fills=*/true);
   const torch::ScalarType sdt = spike_dtype.value_or(x_seq.scalar_type());
   TORCH_CHECK(sdt == x_seq.scalar_type() || sdt == torch::kBool, "spike dtype must be the input's (",
               x_seq.scalar_type(), ") or bool, got ", sdt);
@@ -457,6 +473,7 @@ torch::Tensor neuron_max_pool_multistep(const torch::Tensor& x_seq, NeuronState&
       a.n = x_seq.numel() / T;
       a.x_constant = x_constant;
       a.pool_w = W;
+      a.fresh = fresh;
       a.c = coeffs_of<scalar_t>(params, rates);
       count = neurons::detail::forward_pool_cpu(form, a);
     };

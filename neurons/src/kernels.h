@@ -41,6 +41,11 @@ struct ForwardArgs {
   /// [steps, n / 4], each step's spike of every window, the OR of its four
   /// neurons' (the max of 0/1 values). No traces.
   int64_t pool_w = 0;
+  /// CPU only: v and ref hold no values yet (a layer's first block after a
+  /// reset). The pass starts every neuron from reset (v = c.v_reset, no
+  /// refractory steps left) instead of reading them, and writes both: no
+  /// separate pass fills the state first.
+  bool fresh = false;
   Coeffs<T> c;
 };
 

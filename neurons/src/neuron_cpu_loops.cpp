@@ -21,6 +21,37 @@ namespace {
 constexpr int64_t kBlock = 2048;
 static_assert(kPoolRowsMax <= kBlock, "a pair of pooled rows must fit one block");
 
+// A block's v and refractory counts into the local arrays, or, for a
+// fresh state (args.fresh), the reset values; and back. A fresh state's
+// counts are written even where no refractory period uses them, since
+// its memory holds nothing yet.
+template <bool kRefractory, typename T, typename S>
+inline void load_state(const ForwardArgs<T, S>& args, int64_t i0, int64_t nb, T* v, int32_t* ref) {
+  if (args.fresh) {
+    for (int64_t i = 0; i < nb; ++i) v[i] = args.c.v_reset;
+    if constexpr (kRefractory) {
+      for (int64_t i = 0; i < nb; ++i) ref[i] = 0;
+    }
+    return;
+  }
+  for (int64_t i = 0; i < nb; ++i) v[i] = args.v[i0 + i];
+  if constexpr (kRefractory) {
+    for (int64_t i = 0; i < nb; ++i) ref[i] = args.ref[i0 + i];
+  }
+}
+
+template <bool kRefractory, typename T, typename S>
+inline void store_state(const ForwardArgs<T, S>& args, int64_t i0, int64_t nb, const T* v, const int32_t* ref) {
+  for (int64_t i = 0; i < nb; ++i) args.v[i0 + i] = v[i];
+  if constexpr (kRefractory) {
+    for (int64_t i = 0; i < nb; ++i) args.ref[i0 + i] = ref[i];
+  } else {
+    if (args.fresh) {
+      for (int64_t i = 0; i < nb; ++i) args.ref[i0 + i] = 0;
+    }
+  }
+}
+
 template <typename T, typename S, bool kTrace, bool kHard, bool kRefractory>
 struct ForwardLoop {
   const ForwardArgs<T, S>& args;
@@ -34,10 +65,7 @@ struct ForwardLoop {
     int32_t ref[kBlock];
     for (int64_t i0 = begin; i0 < end; i0 += kBlock) {
       const int64_t nb = end - i0 < kBlock ? end - i0 : kBlock;
-      for (int64_t i = 0; i < nb; ++i) v[i] = args.v[i0 + i];
-      if constexpr (kRefractory) {
-        for (int64_t i = 0; i < nb; ++i) ref[i] = args.ref[i0 + i];
-      }
+      load_state<kRefractory>(args, i0, nb, v, ref);
       for (int64_t t = 0; t < args.steps; ++t) {
         const int64_t off = t * n + i0;
         const T* __restrict__ x = args.x + (args.x_constant ? i0 : off);
@@ -68,10 +96,7 @@ struct ForwardLoop {
           }
         }
       }
-      for (int64_t i = 0; i < nb; ++i) args.v[i0 + i] = v[i];
-      if constexpr (kRefractory) {
-        for (int64_t i = 0; i < nb; ++i) args.ref[i0 + i] = ref[i];
-      }
+      store_state<kRefractory>(args, i0, nb, v, ref);
     }
   }
 };
@@ -137,10 +162,7 @@ struct ForwardPoolLoop {
     for (int64_t r0 = begin; r0 < end; r0 += per) {
       const int64_t rows = end - r0 < per ? end - r0 : per;
       const int64_t i0 = r0 * R, nb = rows * R;
-      for (int64_t i = 0; i < nb; ++i) v[i] = args.v[i0 + i];
-      if constexpr (kRefractory) {
-        for (int64_t i = 0; i < nb; ++i) ref[i] = args.ref[i0 + i];
-      }
+      load_state<kRefractory>(args, i0, nb, v, ref);
       for (int64_t t = 0; t < args.steps; ++t) {
         const T* __restrict__ x = args.x + (args.x_constant ? i0 : t * n + i0);
         if (t + 1 < args.steps && !args.x_constant) {  // as in ForwardLoop
@@ -159,10 +181,7 @@ struct ForwardPoolLoop {
         count += step_count;
         pool_rows(sp, args.spikes + t * pooled + r0 * OW, rows, W);
       }
-      for (int64_t i = 0; i < nb; ++i) args.v[i0 + i] = v[i];
-      if constexpr (kRefractory) {
-        for (int64_t i = 0; i < nb; ++i) args.ref[i0 + i] = ref[i];
-      }
+      store_state<kRefractory>(args, i0, nb, v, ref);
     }
     *fired = count;
   }
