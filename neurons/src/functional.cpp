@@ -88,6 +88,25 @@ Coeffs<T> coeffs_of(const NeuronParams& p, const Rates& r) {
   throw Error("a CUDA tensor reached the neuron kernels, but snnsim was built without CUDA support");
 }
 
+// Clears a state whose memory the kernels were to fill (prepare_state's
+// kernel_fills) unless disarmed after they ran: an error in between (a
+// check, memory) must not leave a defined state of uninitialised values,
+// which the next call would read as the layer's potentials.
+class FreshState {
+ public:
+  FreshState(NeuronState& state, bool fresh) : state_(state), armed_(fresh) {}
+  FreshState(const FreshState&) = delete;
+  FreshState& operator=(const FreshState&) = delete;
+  ~FreshState() {
+    if (armed_) state_ = NeuronState{};
+  }
+  void filled() { armed_ = false; }
+
+ private:
+  NeuronState& state_;
+  bool armed_;
+};
+
 // Checks x_seq and makes the state match it (initialising an undefined
 // one). With `kernel_fills`, an undefined state gets uninitialised memory
 // instead, for the CPU kernels to start from reset (ForwardArgs::fresh):
@@ -330,6 +349,7 @@ torch::Tensor neuron_multistep(const torch::Tensor& x_seq, NeuronState& state, c
   const bool kernel_fills = !state.defined() && !(torch::GradMode::is_enabled() &&
                                                   (x_seq.requires_grad() || (rate.defined() && rate.requires_grad())));
   const bool fresh = prepare_state(x_seq, state, params, kernel_fills);
+  FreshState guard(state, fresh);
   const bool needs_grad = torch::GradMode::is_enabled() &&
                           (x_seq.requires_grad() || state.v.requires_grad() || (rate.defined() && rate.requires_grad()));
   const torch::ScalarType sdt = spike_dtype.value_or(x_seq.scalar_type());
@@ -363,6 +383,7 @@ torch::Tensor neuron_multistep(const torch::Tensor& x_seq, NeuronState& state, c
     active = torch::empty(x.sizes(), x.options().dtype(torch::kByte));
   }
   run_forward(params, rates_of(params, rate), x, spikes, v, ref, h_trace, v_trace, active, x_constant, fresh);
+  guard.filled();
   state.v = v;
   state.refractory = ref;
   if (trace != nullptr) {
@@ -386,6 +407,7 @@ torch::Tensor linear_neuron_multistep(LinearImpl& fc, const torch::Tensor& x_seq
   const int64_t T = x_seq.size(0), B = x_seq.size(1), out = w.size(0);
   // The state is checked and made as for the currents [T, B, out] (none stored).
   const bool fresh = prepare_state(torch::empty({0, B, out}, w.options()), state, params, /*kernel_fills=*/true);
+  FreshState guard(state, fresh);
   const torch::ScalarType sdt = spike_dtype.value_or(w.scalar_type());
   TORCH_CHECK(sdt == w.scalar_type() || sdt == torch::kBool, "spike dtype must be the input's (", w.scalar_type(),
               ") or bool, got ", sdt);
@@ -423,6 +445,7 @@ torch::Tensor linear_neuron_multistep(LinearImpl& fc, const torch::Tensor& x_seq
       launch(scalar_t{});
     }
   });
+  guard.filled();
   state.v = v;
   state.refractory = ref;
   return spikes;
@@ -432,23 +455,23 @@ torch::Tensor neuron_max_pool_multistep(const torch::Tensor& x_seq, NeuronState&
                                         const torch::Tensor& rate, std::optional<torch::ScalarType> spike_dtype,
                                         int64_t* fired) {
   TORCH_CHECK(x_seq.dim() >= 3, "a pooled neuron pass needs x [T, ..., H, W], got ", x_seq.sizes());
+  TORCH_CHECK(!spike_dtype || *spike_dtype == x_seq.scalar_type() || *spike_dtype == torch::kBool,
+              "spike dtype must be the input's (", x_seq.scalar_type(), ") or bool, got ", *spike_dtype);
   const int64_t H = x_seq.size(-2), W = x_seq.size(-1), T = x_seq.size(0);
   const bool grad = torch::GradMode::is_enabled() &&
                     (x_seq.requires_grad() || (state.v.defined() && state.v.requires_grad()) ||
                      (rate.defined() && rate.requires_grad()));
   if (grad || !x_seq.is_cpu() || H % 2 != 0 || W % 2 != 0 || 2 * W > neurons::detail::kPoolRowsMax ||
       x_seq.numel() == 0) {
-    // The two passes; bool spikes only after the (real) pool.
-    const bool to_bool = spike_dtype == torch::kBool && !grad;
-    const torch::Tensor s = neuron_multistep(x_seq, state, params, rate, nullptr, to_bool ? spike_dtype : std::nullopt);
+    // The two passes (spike_max_pool2x2 pools bool spikes as reals).
+    const torch::Tensor s = neuron_multistep(x_seq, state, params, rate, nullptr, spike_dtype);
     if (fired) *fired = s.numel() == 0 ? 0 : s.detach().sum().item<int64_t>();
     return spike_max_pool2x2(s);
   }
   params.validate();
   const bool fresh = prepare_state(x_seq, state, params, /*kernel_fills=*/true);
+  FreshState guard(state, fresh);
   const torch::ScalarType sdt = spike_dtype.value_or(x_seq.scalar_type());
-  TORCH_CHECK(sdt == x_seq.scalar_type() || sdt == torch::kBool, "spike dtype must be the input's (",
-              x_seq.scalar_type(), ") or bool, got ", sdt);
   // As in neuron_multistep: a constant input read in place, the state updated in place.
   const bool x_constant = T > 1 && x_seq.stride(0) == 0 && x_seq[0].is_contiguous();
   const torch::Tensor x = x_constant ? x_seq[0] : x_seq.contiguous();
@@ -483,6 +506,7 @@ torch::Tensor neuron_max_pool_multistep(const torch::Tensor& x_seq, NeuronState&
       launch(scalar_t{});
     }
   });
+  guard.filled();
   state.v = v;
   state.refractory = ref;
   if (fired) *fired = count;

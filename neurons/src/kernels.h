@@ -36,8 +36,8 @@ struct ForwardArgs {
   /// time), read in place rather than copied out to [steps, n].
   bool x_constant = false;
   /// When nonzero, a 2 x 2 max pool at stride 2 is fused into the pass
-  /// (CPU only; forward_pool_cpu): the neurons are planes of pool_h x
-  /// pool_w (both even, n a multiple of their product) and `spikes` is
+  /// (CPU only; forward_pool_cpu): the neurons are planes of an even
+  /// height and pool_w (even) wide, which the caller checks, and `spikes` is
   /// [steps, n / 4], each step's spike of every window, the OR of its four
   /// neurons' (the max of 0/1 values). No traces.
   int64_t pool_w = 0;

@@ -108,7 +108,8 @@ struct ForwardLoop {
 // than 16 windows is written 16 wide, and the next rows overwrite the
 // excess; a wider row ends with a group that overlaps the one before it.
 // The rows whose 16 lanes would pass the block's last window go one
-// window at a time. Reads reach up to 32 bytes past the rows (the caller's buffer has them).
+// window at a time. So every read and write stays within the block's
+// rows.
 template <typename S>
 inline void pool_rows(const uint8_t* sp, S* out, int64_t rows, int64_t W) {
   constexpr int64_t N = 16;
@@ -157,7 +158,7 @@ struct ForwardPoolLoop {
     const int64_t per = kBlock / R;  // row pairs per block, >= 1 (forward_pool_cpu checks R)
     T v[kBlock];
     int32_t ref[kBlock];
-    alignas(64) uint8_t sp[kBlock + 64] = {};  // pool_rows reads up to 32 bytes past a block
+    alignas(64) uint8_t sp[kBlock];
     int64_t count = 0;
     for (int64_t r0 = begin; r0 < end; r0 += per) {
       const int64_t rows = end - r0 < per ? end - r0 : per;

@@ -274,7 +274,11 @@ TEST(LIF, MaxPooledPassEqualsThePassThenThePool) {
   struct Shape {
     int64_t B, C, H, W;
   };
-  const std::vector<Shape> shapes{{3, 5, 6, 2}, {2, 7, 28, 28}, {1, 3, 4, 1024}, {2, 3, 5, 6}, {1, 2, 2, 1026}};
+  // Pooled rows of 1, 14, 16, 17, 50 and 512 windows (narrower than the
+  // 16 lanes, exactly 16, wider with an overlapping last group), then odd
+  // and too wide planes.
+  const std::vector<Shape> shapes{{3, 5, 6, 2},  {2, 7, 28, 28}, {2, 2, 6, 32},   {1, 3, 4, 34},
+                                  {1, 2, 2, 100}, {1, 3, 4, 1024}, {2, 3, 5, 6}, {1, 2, 2, 1026}};
   for (const CpuIsa isa : test::cpu_builds()) {
     test::CpuIsaScope scope(isa);
     for (const auto& p : option_space()) {
@@ -324,6 +328,23 @@ TEST(LIF, MaxPooledPassEqualsThePassThenThePool) {
   ASSERT_TRUE(got.requires_grad());
   got.sum().backward();
   EXPECT_TRUE(torch::equal(x.grad(), want));
+}
+
+// A call that fails after a fresh state was allocated for the kernels to
+// fill (a wrong input width, a parametric LIF without its rate) leaves the
+// state undefined, not holding uninitialised potentials for the next call.
+TEST(LIF, AFailedCallLeavesAFreshStateUndefined) {
+  torch::NoGradGuard no_grad;
+  Linear fc(6, 4);
+  NeuronParams p;
+  NeuronState s;
+  EXPECT_THROW(functional::linear_neuron_multistep(*fc, torch::rand({3, 2, 7}), s, p), std::exception);
+  EXPECT_FALSE(s.defined());
+  p.model = NeuronModel::kParametricLIF;
+  EXPECT_THROW(functional::neuron_multistep(torch::rand({3, 2, 4}), s, p), std::exception);
+  EXPECT_FALSE(s.defined());
+  EXPECT_THROW(functional::neuron_max_pool_multistep(torch::rand({3, 2, 4, 4}), s, p), std::exception);
+  EXPECT_FALSE(s.defined());
 }
 
 // The layer's pooled pass: the fused kernel without observers, counting

@@ -139,7 +139,9 @@ class NeuronLayer : public Temporal {
   /// functional::neuron_multistep unless a layer has other dynamics.
   virtual torch::Tensor pass(const torch::Tensor& x_seq, NeuronState& state, NeuronTrace* trace,
                              std::optional<torch::ScalarType> spike_dtype);
-  /// Whether multi_step_after may fuse the Linear with the neuron pass.
+  /// Whether multi_step_after and multi_step_max_pooled may fuse the
+  /// neuron pass with the Linear or the pool (the layer's dynamics are
+  /// params()).
   virtual bool fusable() const { return true; }
   torch::Tensor forward_by_mode(const torch::Tensor& x, StepMode mode) {
     return mode == StepMode::kSingle ? step(x) : multi_step(x);
