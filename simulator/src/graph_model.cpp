@@ -189,6 +189,22 @@ struct StagePlan {
   std::vector<double>* unit_seconds = nullptr;  // when set: each unit's time is added (time_groups)
 };
 
+// The MaxPool2d of 2 x 2 windows at stride 2 that alone reads the spikes
+// of a neuron unit outside cycles, and reads nothing else; or null. The
+// two run as one pass in inference (NeuronLayer::multi_step_max_pooled),
+// and a stage cut keeps them together.
+const Node* sole_max_pool(const Graph& g, const GraphModel::Unit& u) {
+  if (u.cycle || u.neurons == 0) return nullptr;
+  const Node& n = *u.nodes[0];
+  const std::vector<std::string> targets = g.targets_of(n.name);
+  if (targets.size() != 1) return nullptr;
+  const Node& t = g.node(targets[0]);
+  const std::vector<int64_t> two{2, 2}, zero{0, 0};
+  if (t.kind != NodeKind::kMaxPool2d || t.kernel_size != two || t.stride != two || t.padding != zero) return nullptr;
+  if (g.sources_of(t.name) != std::vector<std::string>{n.name}) return nullptr;
+  return &t;
+}
+
 int64_t numel(const std::vector<int64_t>& s) {
   int64_t n = 1;
   for (auto v : s) n *= v;
@@ -407,29 +423,21 @@ class GraphStageImpl : public torch::nn::Module {
   }
 
  private:
-  // The neuron nodes of this stage, outside cycles, whose spikes go to one
-  // MaxPool2d of 2 x 2 windows at stride 2 alone, in this stage, which
-  // reads nothing else: without gradients the two run as one pass.
+  // The neuron nodes of this stage whose sole_max_pool is in this stage
+  // too: without gradients the two run as one pass.
   void find_pooled_neurons() {
     const StagePlan& p = *plan_;
     std::set<std::string> here;
     for (const auto& u : p.units) {
       if (!u->cycle) here.insert(u->nodes[0]->name);
     }
-    const std::vector<int64_t> two{2, 2}, zero{0, 0};
     for (const auto& u : p.units) {
-      const Node& n = *u->nodes[0];
-      if (u->cycle || !p.modules->neuron.count(n.name)) continue;
-      if (std::find(p.outputs.begin(), p.outputs.end(), n.name) != p.outputs.end()) continue;
-      const auto targets = p.graph->targets_of(n.name);
-      if (targets.size() != 1 || !here.count(targets[0])) continue;
-      const Node& t = p.graph->node(targets[0]);
-      if (t.kind != NodeKind::kMaxPool2d || t.kernel_size != two || t.stride != two || t.padding != zero ||
-          sources_.at(t.name) != std::vector<std::string>{n.name}) {
-        continue;
-      }
-      pool_of_[n.name] = t.name;
-      pooled_.insert(t.name);
+      const Node* t = sole_max_pool(*p.graph, *u);
+      const std::string& n = u->nodes[0]->name;
+      if (!t || !here.count(t->name) || !p.modules->neuron.count(n)) continue;
+      if (std::find(p.outputs.begin(), p.outputs.end(), n) != p.outputs.end()) continue;
+      pool_of_[n] = t->name;
+      pooled_.insert(t->name);
     }
   }
 
@@ -849,7 +857,8 @@ std::vector<double> GraphModel::time_groups(const torch::Tensor& spikes) const {
   stage->forward(spikes);
   for (auto& n : neurons_) n->reset_state();
   for (auto& [name, d] : modules_->delay) d->reset_state();
-  // A unit's time counts with the next group that has neurons (its stage).
+  // A unit's time counts with the next group that has neurons (its stage;
+  // a max pool run with its neurons takes no time of its own).
   std::vector<double> out;
   double pending = 0;
   for (size_t i = 0; i < units_.size(); ++i) {
@@ -888,15 +897,22 @@ std::vector<torch::nn::AnyModule> GraphModel::make_stages(const std::vector<int6
     p->last = s == S - 1;
     plans.push_back(p);
   }
-  // Units to stages: a stage ends after its last neuron layer; what follows
-  // (the next layer's synapses) opens the next stage.
+  // Units to stages: a stage ends after its last neuron layer, or after
+  // the max pool that alone reads it (sole_max_pool: the two run as one
+  // pass, and a quarter of the values cross the cut); what follows (the
+  // next layer's synapses) opens the next stage.
   std::map<std::string, int64_t> stage_of;
   int64_t s = 0, count = 0;
-  for (const auto& u : units_) {
-    plans[s]->units.push_back(u);
-    for (const Node* n : u->nodes) stage_of[n->name] = s;
-    count += u->neurons;
-    if (u->neurons > 0 && count == balance[s] && s + 1 < S) {
+  for (size_t i = 0; i < units_.size(); ++i) {
+    const auto place = [&](const std::shared_ptr<Unit>& u) {
+      plans[s]->units.push_back(u);
+      for (const Node* n : u->nodes) stage_of[n->name] = s;
+    };
+    place(units_[i]);
+    count += units_[i]->neurons;
+    if (units_[i]->neurons > 0 && count == balance[s] && s + 1 < S) {
+      const Node* pool = sole_max_pool(graph_, *units_[i]);
+      if (pool && i + 1 < units_.size() && !units_[i + 1]->cycle && units_[i + 1]->nodes[0] == pool) place(units_[++i]);
       ++s;
       count = 0;
     }

@@ -487,8 +487,9 @@ kind = "Output"
 
 // Neurons whose spikes go to a 2 x 2 max pool alone run fused with it in
 // inference (only the pooled spikes stored): the same output spikes and
-// spike counts as training's two passes, for every K and partition (a
-// cut between the neurons and their pool leaves them unfused).
+// spike counts as training's two passes, for every K and partition; a
+// stage cut after a neuron layer keeps its pool in its stage, so that the
+// pooled values cross the cut.
 TEST(GraphModel, NeuronsFusedWithTheirMaxPoolGiveTheTwoPassesSpikesAndCounts) {
   const Graph g = graph::parse_graph_text(R"(
 [[nodes]]
@@ -564,7 +565,13 @@ kind = "Output"
   for (int64_t K : {1, 4, 0}) {
     EXPECT_TRUE(torch::equal(run(net, x, {"cpu"}, K), inferred)) << "K = " << K;
     EXPECT_TRUE(torch::equal(run(net, x, {"cpu", "cpu", "cpu"}, K, {1, 1, 1}), inferred)) << "three stages, K = " << K;
+    EXPECT_TRUE(torch::equal(run(net, x, {"cpu", "cpu"}, K, {2, 1}), inferred)) << "two stages, K = " << K;
   }
+  GraphModel model(g);
+  std::vector<torch::nn::AnyModule> stages = model.make_stages({1, 1, 1});
+  torch::NoGradGuard no_grad;
+  const torch::Tensor cut = stages[0].forward<torch::Tensor>((torch::rand({3, 2, 2 * 8 * 12}) < 0.3).to(torch::kFloat));
+  EXPECT_EQ(cut.sizes(), (std::vector<int64_t>{3, 2, 4 * 4 * 6}));  // pool0's [4, 4, 6], not lif0's [4, 8, 12]
 }
 
 // An Input node with encoding = "direct" feeds the pixel values at every

@@ -16,8 +16,10 @@
 ///     sums, so a sample's result never depends on the batch it is in; the
 ///     pools are LibTorch's (each output is its own window's sum or max).
 /// Stages are contiguous cuts of that order, holding `balance[s]` neuron
-/// nodes each; a cut inside a cycle is refused. What crosses a cut (every
-/// value used on both sides) travels as one [K, B, F] float tensor.
+/// nodes each (a 2 x 2 max pool that alone reads a stage's last neuron
+/// layer stays in its stage); a cut inside a cycle is refused. What
+/// crosses a cut (every value used on both sides) travels as one
+/// [K, B, F] float tensor.
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/container/any.h>
