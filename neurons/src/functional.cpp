@@ -139,6 +139,18 @@ bool prepare_state(const torch::Tensor& x_seq, NeuronState& state, const NeuronP
   return false;
 }
 
+// Calls launch(S{}) with S the kernels' spike element: uint8_t for bool
+// spikes (one byte, 0 or 1: GCC does not vectorise stores of bool), else
+// the input's scalar_t.
+template <typename scalar_t, typename Launch>
+void with_spike_type(torch::ScalarType spike_dtype, Launch&& launch) {
+  if (spike_dtype == torch::kBool) {
+    launch(uint8_t{});
+  } else {
+    launch(scalar_t{});
+  }
+}
+
 // Runs the fused forward kernels. v and ref are updated in place; traces are
 // filled when h_trace is defined (then v_trace and active_trace are too).
 // x is [steps, ...] as the spikes, or with x_constant one step's [...],
@@ -156,8 +168,6 @@ void run_forward(const NeuronParams& p, const Rates& rates, const torch::Tensor&
       using S = decltype(spike_tag);
       ForwardArgs<scalar_t, S> a;
       a.x = x.data_ptr<scalar_t>();
-      // Bool tensors are written through uint8_t (one byte, 0 or 1): GCC
-      // does not vectorise stores of bool.
       a.spikes = static_cast<S*>(spikes.data_ptr());
       a.v = v.data_ptr<scalar_t>();
       a.ref = ref.data_ptr<int32_t>();
@@ -182,11 +192,7 @@ void run_forward(const NeuronParams& p, const Rates& rates, const torch::Tensor&
         neurons::detail::forward_cpu(form, a);
       }
     };
-    if (spikes.scalar_type() == torch::kBool) {
-      launch(uint8_t{});
-    } else {
-      launch(scalar_t{});
-    }
+    with_spike_type<scalar_t>(spikes.scalar_type(), launch);
   });
 }
 
@@ -439,11 +445,7 @@ torch::Tensor linear_neuron_multistep(LinearImpl& fc, const torch::Tensor& x_seq
         neurons::detail::forward_cpu(form, a);
       });
     };
-    if (sdt == torch::kBool) {
-      launch(uint8_t{});
-    } else {
-      launch(scalar_t{});
-    }
+    with_spike_type<scalar_t>(sdt, launch);
   });
   guard.filled();
   state.v = v;
@@ -500,11 +502,7 @@ torch::Tensor neuron_max_pool_multistep(const torch::Tensor& x_seq, NeuronState&
       a.c = coeffs_of<scalar_t>(params, rates);
       count = neurons::detail::forward_pool_cpu(form, a);
     };
-    if (sdt == torch::kBool) {
-      launch(uint8_t{});
-    } else {
-      launch(scalar_t{});
-    }
+    with_spike_type<scalar_t>(sdt, launch);
   });
   guard.filled();
   state.v = v;
