@@ -154,15 +154,18 @@ void with_spike_type(torch::ScalarType spike_dtype, Launch&& launch) {
 // Runs the fused forward kernels. v and ref are updated in place; traces are
 // filled when h_trace is defined (then v_trace and active_trace are too).
 // x is [steps, ...] as the spikes, or with x_constant one step's [...],
-// the input of every step.
-void run_forward(const NeuronParams& p, const Rates& rates, const torch::Tensor& x, const torch::Tensor& spikes,
-                 const torch::Tensor& v, const torch::Tensor& ref, const torch::Tensor& h_trace,
-                 const torch::Tensor& v_trace, const torch::Tensor& active_trace, bool x_constant = false,
-                 bool fresh = false) {
-  TORCH_CHECK(!fresh || x.is_cpu(), "a fresh neuron state is filled by the CPU kernels only");
+// the input of every step. With pool_w (the CPU, no traces) the 2 x 2 max
+// pool is fused (ForwardArgs::pool_w): spikes is the pooled [steps, ...],
+// and the return value the number of spikes the neurons fired; 0 otherwise.
+int64_t run_forward(const NeuronParams& p, const Rates& rates, const torch::Tensor& x, const torch::Tensor& spikes,
+                    const torch::Tensor& v, const torch::Tensor& ref, const torch::Tensor& h_trace,
+                    const torch::Tensor& v_trace, const torch::Tensor& active_trace, bool x_constant = false,
+                    bool fresh = false, int64_t pool_w = 0) {
+  TORCH_CHECK(!(fresh || pool_w) || x.is_cpu(), "a fresh neuron state and the fused pool are the CPU kernels' only");
   const Form form = form_of(p);
   const int64_t steps = spikes.size(0);
-  const int64_t n = steps == 0 ? v.numel() : spikes.numel() / steps;
+  const int64_t n = v.numel();
+  int64_t fired = 0;
   AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_neuron_forward", [&] {
     auto launch = [&](auto spike_tag) {
       using S = decltype(spike_tag);
@@ -180,8 +183,11 @@ void run_forward(const NeuronParams& p, const Rates& rates, const torch::Tensor&
       a.n = n;
       a.x_constant = x_constant;
       a.fresh = fresh;
+      a.pool_w = pool_w;
       a.c = coeffs_of<scalar_t>(p, rates);
-      if (x.is_cuda()) {
+      if (pool_w > 0) {
+        fired = neurons::detail::forward_pool_cpu(form, a);
+      } else if (x.is_cuda()) {
 #if SNN_WITH_CUDA
         const c10::cuda::CUDAGuard guard(x.device());
         neurons::detail::forward_cuda(form, a, at::cuda::getCurrentCUDAStream().stream());
@@ -194,6 +200,7 @@ void run_forward(const NeuronParams& p, const Rates& rates, const torch::Tensor&
     };
     with_spike_type<scalar_t>(spikes.scalar_type(), launch);
   });
+  return fired;
 }
 
 // The fused pass as an autograd function of (x_seq, v0, rate).
@@ -483,27 +490,7 @@ torch::Tensor neuron_max_pool_multistep(const torch::Tensor& x_seq, NeuronState&
   torch::Tensor pooled = torch::empty(sizes, x_seq.options().dtype(sdt));
   torch::Tensor v = state.v.requires_grad() || !state.v.is_contiguous() ? state.v.detach().contiguous().clone() : state.v;
   torch::Tensor ref = state.refractory.contiguous();
-  const Rates rates = rates_of(params, rate);
-  const Form form = form_of(params);
-  int64_t count = 0;
-  AT_DISPATCH_FLOATING_TYPES(x_seq.scalar_type(), "snn_neuron_max_pool", [&] {
-    auto launch = [&](auto spike_tag) {
-      using S = decltype(spike_tag);
-      ForwardArgs<scalar_t, S> a;
-      a.x = x.data_ptr<scalar_t>();
-      a.spikes = static_cast<S*>(pooled.data_ptr());
-      a.v = v.data_ptr<scalar_t>();
-      a.ref = ref.data_ptr<int32_t>();
-      a.steps = T;
-      a.n = x_seq.numel() / T;
-      a.x_constant = x_constant;
-      a.pool_w = W;
-      a.fresh = fresh;
-      a.c = coeffs_of<scalar_t>(params, rates);
-      count = neurons::detail::forward_pool_cpu(form, a);
-    };
-    with_spike_type<scalar_t>(sdt, launch);
-  });
+  const int64_t count = run_forward(params, rates_of(params, rate), x, pooled, v, ref, {}, {}, {}, x_constant, fresh, W);
   guard.filled();
   state.v = v;
   state.refractory = ref;
