@@ -903,11 +903,11 @@ std::vector<torch::nn::AnyModule> GraphModel::make_stages(const std::vector<int6
   // next layer's synapses) opens the next stage.
   std::map<std::string, int64_t> stage_of;
   int64_t s = 0, count = 0;
+  const auto place = [&](const std::shared_ptr<Unit>& u) {
+    plans[s]->units.push_back(u);
+    for (const Node* n : u->nodes) stage_of[n->name] = s;
+  };
   for (size_t i = 0; i < units_.size(); ++i) {
-    const auto place = [&](const std::shared_ptr<Unit>& u) {
-      plans[s]->units.push_back(u);
-      for (const Node* n : u->nodes) stage_of[n->name] = s;
-    };
     place(units_[i]);
     count += units_[i]->neurons;
     if (units_[i]->neurons > 0 && count == balance[s] && s + 1 < S) {
