@@ -27,6 +27,9 @@ namespace neurons::detail {
   template <typename T, typename X>                                                                           \
   void linear_event(const X* x, const T* wt, const T* bias, T* y, int64_t in, int64_t out, int64_t r0, int64_t r1); \
   template <typename T>                                                                                       \
+  void linear_event_steps(const uint8_t* x, const T* wt, const T* bias, T* y, int64_t in, int64_t out,       \
+                          int64_t samples, int64_t steps, int64_t stride);                                    \
+  template <typename T>                                                                                       \
   int64_t count_nonzero(const T* x, int64_t n);                                                               \
   }
 SNN_DECLARE_LINEAR_ROWS(base)
@@ -559,6 +562,26 @@ void LinearImpl::forward_steps(const torch::Tensor& x, const StepBlockFn& consum
     const scalar_t* wp = packed.weight.data_ptr<scalar_t>();
     const scalar_t* bp = packed.bias.defined() ? packed.bias.data_ptr<scalar_t>() : nullptr;
     at::parallel_for(0, B, grain, [&](int64_t s0, int64_t s1) {
+      if (spikes) {
+        // Bool spikes, event-driven: a block of samples over several steps
+        // per call (about 128 rows), so that the kernel can take a sample's
+        // consecutive steps together (linear_event_steps); then each step's
+        // outputs are handed out.
+        constexpr int64_t kRows = 128;
+        std::vector<scalar_t> y;
+        for (int64_t b0 = s0; b0 < s1; b0 += kBlock) {
+          const int64_t n = std::min(kBlock, s1 - b0);
+          const int64_t steps = std::max<int64_t>(4, kRows / n / 4 * 4);
+          y.resize(static_cast<size_t>(steps * n * out));
+          for (int64_t t0 = 0; t0 < T; t0 += steps) {
+            const int64_t k = std::min(steps, T - t0);
+            SNN_ISA_CALL(loops, neurons::detail,
+                         linear_event_steps(sp + (t0 * B + b0) * in, wp, bp, y.data(), in, out, n, k, B));
+            for (int64_t t = t0; t < t0 + k; ++t) consume(t, b0, b0 + n, y.data() + (t - t0) * n * out);
+          }
+        }
+        return;
+      }
       // Rows r .. r + n of x, kernel output in y.
       std::vector<scalar_t> y(static_cast<size_t>(kBlock * out));
       auto rows = [&](int64_t r, int64_t n) {

@@ -12,6 +12,7 @@
 // a tile's weights are one contiguous stream instead of a column 4 KiB
 // apart per input (which thrashed one L1 set).
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -92,6 +93,75 @@ inline __attribute__((always_inline)) void event_tiles(const int32_t* idx, const
   }
 }
 
+// acc + w where the row spikes (m = 0xFFFF), acc unchanged where it does
+// not (m = 0): exactly what skipping the input does, including the sign of
+// a zero sum. One masked add on the AVX-512 build, an add and a blend else.
+template <typename V>
+inline __attribute__((always_inline)) V add_where(V acc, V w, uint16_t m) {
+#ifdef __AVX512F__
+  if constexpr (sizeof(V) == 64 && sizeof(acc[0]) == 4) {
+    return reinterpret_cast<V>(_mm512_mask_add_ps(reinterpret_cast<__m512>(acc), static_cast<__mmask16>(m),
+                                                  reinterpret_cast<__m512>(acc), reinterpret_cast<__m512>(w)));
+  } else if constexpr (sizeof(V) == 64) {
+    return reinterpret_cast<V>(_mm512_mask_add_pd(reinterpret_cast<__m512d>(acc), static_cast<__mmask8>(m),
+                                                  reinterpret_cast<__m512d>(acc), reinterpret_cast<__m512d>(w)));
+  }
+#endif
+  using E = decltype(acc[0] + 0);
+  using I = std::conditional_t<sizeof(E) == 4, int32_t, int64_t>;
+  typedef I IV __attribute__((vector_size(sizeof(V))));
+  const IV mv = splat<IV>(static_cast<I>(m != 0 ? -1 : 0));
+  return mv ? acc + w : acc;
+}
+
+// Event-driven, kGroup rows of one sample at once (its consecutive steps):
+// the outputs of tiles [t0, t0 + NT) of rows yr[0, kGroup) from the union
+// of their spikes, ascending, where entry k is input idx[k] and mask[k][g]
+// says whether row g spikes there. Each weight vector is loaded once for
+// the rows, and each row adds exactly the weights of its own spikes in
+// ascending order: the values of event_tiles, bit for bit.
+constexpr int kGroup = 4;
+template <typename T, int NT>
+inline __attribute__((always_inline)) void group_tiles(const int32_t* idx, const uint16_t (*mask)[kGroup], int64_t n,
+                                                       const T* wp, const T* bias, T* const* yr, int64_t in,
+                                                       int64_t out, int64_t t0) {
+  using V = typename Simd<T>::type;
+  constexpr int64_t L = sizeof(V) / sizeof(T);
+  constexpr int NV = kTile / L;
+  V acc[kGroup][NT * NV];
+  const T* w[NT];
+#pragma GCC unroll 8
+  for (int t = 0; t < NT; ++t) {
+    w[t] = wp + (t0 + t) * in * kTile;
+#pragma GCC unroll 8
+    for (int v = 0; v < NV; ++v) {
+      const V b = bias ? load<V>(bias + (t0 + t) * kTile + v * L) : V{};
+#pragma GCC unroll 8
+      for (int g = 0; g < kGroup; ++g) acc[g][t * NV + v] = b;
+    }
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t f = static_cast<int64_t>(idx[k]) * kTile;
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+#pragma GCC unroll 8
+      for (int v = 0; v < NV; ++v) {
+        const V wv = load<V>(w[t] + f + v * L);
+#pragma GCC unroll 8
+        for (int g = 0; g < kGroup; ++g) acc[g][t * NV + v] = add_where(acc[g][t * NV + v], wv, mask[k][g]);
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int g = 0; g < kGroup; ++g) {
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+      const int64_t o = (t0 + t) * kTile;
+      store_tile<T, NV>(yr[g] + o, acc[g] + t * NV, imin(kTile, out - o));
+    }
+  }
+}
+
 // Dense: outputs of tile t of rows [r0, r0 + R) over every input; each
 // weight vector is loaded once for R rows.
 template <typename T, int R>
@@ -157,11 +227,38 @@ void linear_dense(const T* x, const T* wp, const T* bias, T* y, int64_t in, int6
   }
 }
 
+namespace {
+
+// The event-driven tile passes over rows [0, rows) of a block whose lists
+// are ready: row i's nonzero inputs idx[i][0, count[i]) (values val[i],
+// or all 1 where binary[i]), its outputs at y[i]. Every row for a few
+// tiles, then the next tiles: those tiles' weights stay in L2 for all rows.
+template <typename T>
+void event_passes(const int32_t* const* idx, const T* const* val, const int64_t* count, const bool* binary,
+                  T* const* y, int64_t rows, const T* wp, const T* bias, int64_t in, int64_t out) {
+  const int64_t tiles = (out + kTile - 1) / kTile;
+  int64_t t = 0;
+  for (; t + kEventTiles <= tiles; t += kEventTiles) {
+    for (int64_t i = 0; i < rows; ++i) {
+      event_tiles<T, kEventTiles>(idx[i], val[i], count[i], binary[i], wp, bias, y[i], in, out, t);
+    }
+  }
+  if constexpr (kEventTiles > 4) {
+    for (; t + 4 <= tiles; t += 4) {
+      for (int64_t i = 0; i < rows; ++i) event_tiles<T, 4>(idx[i], val[i], count[i], binary[i], wp, bias, y[i], in, out, t);
+    }
+  }
+  for (; t < tiles; ++t) {
+    for (int64_t i = 0; i < rows; ++i) event_tiles<T, 1>(idx[i], val[i], count[i], binary[i], wp, bias, y[i], in, out, t);
+  }
+}
+
+}  // namespace
+
 // X is T (any real inputs) or uint8_t (bool spikes: every listed input is 1).
 template <typename T, typename X>
 void linear_event(const X* x, const T* wp, const T* bias, T* y, int64_t in, int64_t out, int64_t r0, int64_t r1) {
   constexpr bool kSpikes = std::is_same_v<X, uint8_t>;
-  const int64_t tiles = (out + kTile - 1) / kTile;
   // Each thread's lists of nonzero inputs, kept between calls: no
   // allocation in steady state. (The listings may write up to 15 entries
   // past a row's count, within the row's `in` slots.)
@@ -171,6 +268,9 @@ void linear_event(const X* x, const T* wp, const T* bias, T* y, int64_t in, int6
   T* const vals = kSpikes ? nullptr : val_buffer.reserve(kBlockRows * in);
   int64_t count[kBlockRows];
   bool binary[kBlockRows];
+  const int32_t* lists[kBlockRows];
+  const T* values[kBlockRows];
+  T* ys[kBlockRows];
   for (int64_t b0 = r0; b0 < r1; b0 += kBlockRows) {
     const int64_t rows = imin(r1 - b0, kBlockRows);
     for (int64_t i = 0; i < rows; ++i) {
@@ -180,26 +280,116 @@ void linear_event(const X* x, const T* wp, const T* bias, T* y, int64_t in, int6
       } else {
         count[i] = list_nonzero(x + (b0 + i) * in, in, idx + i * in, vals + i * in, &binary[i]);
       }
+      lists[i] = idx + i * in;
+      values[i] = kSpikes ? nullptr : vals + i * in;
+      ys[i] = y + (b0 + i) * out;
     }
-    int64_t t = 0;
-    for (; t + kEventTiles <= tiles; t += kEventTiles) {
-      for (int64_t i = 0; i < rows; ++i) {
-        event_tiles<T, kEventTiles>(idx + i * in, kSpikes ? nullptr : vals + i * in, count[i], binary[i], wp,
-                                    bias, y + (b0 + i) * out, in, out, t);
-      }
-    }
-    if constexpr (kEventTiles > 4) {
-      for (; t + 4 <= tiles; t += 4) {
-        for (int64_t i = 0; i < rows; ++i) {
-          event_tiles<T, 4>(idx + i * in, kSpikes ? nullptr : vals + i * in, count[i], binary[i], wp, bias,
-                            y + (b0 + i) * out, in, out, t);
+    event_passes<T>(lists, values, count, binary, ys, rows, wp, bias, in, out);
+  }
+}
+
+// Bool spikes x of `samples` samples over `steps` steps: row (s, i), step s
+// of sample i, at x + (s * stride + i) * in; its outputs at
+// y + (s * samples + i) * out. The values of linear_event, bit for bit.
+//
+// Why: the first layer's input is a rate-coded image, whose spikes at
+// consecutive steps fall on the same pixels (each firing at its rate), so a
+// sample's kGroup steps share most of their spikes. Their union is then
+// listed once, and each weight vector loaded once for the kGroup rows
+// (group_tiles): the event kernel's weight reads, from L2, are what bound
+// it. A group whose rows share too little (spikes of a hidden layer,
+// independent from step to step) runs row by row as in linear_event: the
+// union costs kGroup masked adds per entry, a row's list one add per spike.
+template <typename T>
+void linear_event_steps(const uint8_t* x, const T* wp, const T* bias, T* y, int64_t in, int64_t out, int64_t samples,
+                        int64_t steps, int64_t stride) {
+  using V = typename Simd<T>::type;
+  constexpr int NV = static_cast<int>(kTile / (sizeof(V) / sizeof(T)));
+  // Tiles per grouped pass: kGroup x NT x NV accumulators, 16 registers of
+  // the 32 on the AVX-512 build, 8 of the 16 on the others.
+  constexpr int kAccumulators = kVectorBytes == 64 ? 16 : 8;
+  constexpr int NT = kAccumulators / (kGroup * NV) > 0 ? kAccumulators / (kGroup * NV) : 1;
+  const int64_t tiles = (out + kTile - 1) / kTile;
+  thread_local Scratch<int32_t> idx_buffer;
+  thread_local Scratch<uint16_t> mask_buffer;
+  thread_local Scratch<uint8_t> union_buffer;
+  int32_t* const idx = idx_buffer.reserve(kBlockRows * in);
+  uint16_t(*const mask)[kGroup] = reinterpret_cast<uint16_t(*)[kGroup]>(mask_buffer.reserve(kBlockRows * in * kGroup));
+  uint8_t* const u = union_buffer.reserve(in + 64);
+  // A block: kBlockRows rows or fewer, in groups of one sample's steps.
+  int64_t count[kBlockRows];
+  bool binary[kBlockRows];
+  const int32_t* lists[kBlockRows];
+  const T* values[kBlockRows] = {};
+  T* ys[kBlockRows];
+  int64_t group_off[kBlockRows], group_count[kBlockRows];
+  T* group_y[kBlockRows][kGroup];
+  std::fill(binary, binary + kBlockRows, true);
+  const auto row_x = [&](int64_t s, int64_t i) { return x + (s * stride + i) * in; };
+  const auto row_y = [&](int64_t s, int64_t i) { return y + (s * samples + i) * out; };
+  // The blocks go step group by step group, samples ascending within.
+  const int64_t per_block = std::max<int64_t>(1, kBlockRows / kGroup);
+  for (int64_t s0 = 0; s0 < steps; s0 += kGroup) {
+    const int64_t g = imin(kGroup, steps - s0);
+    for (int64_t i0 = 0; i0 < samples; i0 += per_block) {
+      const int64_t i1 = imin(samples, i0 + per_block);
+      int64_t rows = 0, groups = 0, used = 0;  // single rows, grouped samples, list slots used
+      for (int64_t i = i0; i < i1; ++i) {
+        if (g == kGroup) {
+          // Bit j of u[f]: row j spikes at input f.
+          const uint8_t* xr[kGroup];
+          for (int j = 0; j < kGroup; ++j) xr[j] = row_x(s0 + j, i);
+#pragma omp simd
+          for (int64_t f = 0; f < in; ++f) {
+            uint8_t b = 0;
+#pragma GCC unroll 8
+            for (int j = 0; j < kGroup; ++j) b |= static_cast<uint8_t>((xr[j][f] != 0) << j);
+            u[f] = b;
+          }
+          int32_t* const list = idx + used;
+          const int64_t n = list_spikes(u, in, list);
+          int64_t spikes = 0;
+          for (int64_t k = 0; k < n; ++k) spikes += __builtin_popcount(u[list[k]]);
+          // Grouped where each entry serves at least half the rows: kGroup
+          // masked adds per entry against one add (and one weight load) per
+          // spike row by row. bench/linear_bench: rate-coded rows 1.4x
+          // faster grouped; independent spikes (2-30%) 0.72-0.94x as fast
+          // if grouped, so they stay row by row (their unions are larger).
+          if (kGroup * n <= 2 * spikes) {
+            for (int64_t k = 0; k < n; ++k) {
+              const unsigned b = u[list[k]];
+#pragma GCC unroll 8
+              for (int j = 0; j < kGroup; ++j) mask[used + k][j] = (b >> j & 1u) ? 0xFFFF : 0;
+            }
+            group_off[groups] = used;
+            group_count[groups] = n;
+            for (int j = 0; j < kGroup; ++j) group_y[groups][j] = row_y(s0 + j, i);
+            ++groups;
+            used += n;
+            continue;
+          }
+        }
+        for (int64_t j = 0; j < g; ++j) {
+          count[rows] = list_spikes(row_x(s0 + j, i), in, idx + used);
+          lists[rows] = idx + used;
+          ys[rows] = row_y(s0 + j, i);
+          ++rows;
+          used += count[rows - 1];
         }
       }
-    }
-    for (; t < tiles; ++t) {
-      for (int64_t i = 0; i < rows; ++i) {
-        event_tiles<T, 1>(idx + i * in, kSpikes ? nullptr : vals + i * in, count[i], binary[i], wp, bias,
-                          y + (b0 + i) * out, in, out, t);
+      // (list_spikes may write 15 entries past a count, within `in` slots
+      // from its start: a block's lists use at most per_block * kGroup * in.)
+      event_passes<T>(lists, values, count, binary, ys, rows, wp, bias, in, out);
+      int64_t t = 0;
+      for (; t + NT <= tiles; t += NT) {
+        for (int64_t q = 0; q < groups; ++q) {
+          group_tiles<T, NT>(idx + group_off[q], mask + group_off[q], group_count[q], wp, bias, group_y[q], in, out, t);
+        }
+      }
+      for (; t < tiles; ++t) {
+        for (int64_t q = 0; q < groups; ++q) {
+          group_tiles<T, 1>(idx + group_off[q], mask + group_off[q], group_count[q], wp, bias, group_y[q], in, out, t);
+        }
       }
     }
   }
@@ -385,6 +575,8 @@ template void linear_weight_grad<uint8_t>(const uint8_t*, const double*, double*
   template void linear_event<T, T>(const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t);   \
   template void linear_event<T, uint8_t>(const uint8_t*, const T*, const T*, T*, int64_t, int64_t, int64_t,   \
                                          int64_t);                                                            \
+  template void linear_event_steps<T>(const uint8_t*, const T*, const T*, T*, int64_t, int64_t, int64_t,       \
+                                      int64_t, int64_t);                                                      \
   template int64_t count_nonzero<T>(const T*, int64_t);
 SNN_INSTANTIATE(float)
 SNN_INSTANTIATE(double)

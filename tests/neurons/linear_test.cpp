@@ -402,6 +402,51 @@ TEST(Linear, ForwardStepsHandsOutForwardsValuesBlockByBlock) {
   EXPECT_THROW(fc->forward_steps(torch::zeros({T, B, in}, torch::kDouble), noop), Error);
 }
 
+// The bits of a float or double tensor, so that equality also sees the
+// sign of zero.
+torch::Tensor bits_of(const torch::Tensor& t) {
+  return t.contiguous().view(t.scalar_type() == torch::kDouble ? torch::kLong : torch::kInt);
+}
+
+// Rate-coded spikes, as the first layer reads them: each sample's steps
+// fall on the same inputs (a pixel fires with its own probability), so
+// forward_steps takes a sample's consecutive steps together (the kernel's
+// grouped path; independent spikes go row by row, as in the test above).
+// Its values are still forward()'s bit for bit, on every build of the CPU
+// loops, in float and double, with and without a bias (of -0 too), for
+// batches that leave a part block and step counts that leave a part group.
+TEST(Linear, ForwardStepsOnRateCodedSpikesGivesForwardsBits) {
+  torch::manual_seed(44);
+  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{100, 37}, {300, 150}, {64, 16}}) {
+    for (const auto& [T, B] : std::vector<std::pair<int64_t, int64_t>>{{9, 70}, {8, 1}, {5, 33}, {13, 3}}) {
+      // Half the inputs silent, the others firing at 30-100%; and one
+      // sample of independent sparse spikes, which goes row by row.
+      const torch::Tensor rate = torch::rand({1, B, in}) * (torch::rand({1, B, in}) < 0.5).to(torch::kFloat);
+      torch::Tensor spikes = torch::rand({T, B, in}) < (rate * 0.7 + 0.3 * (rate > 0).to(torch::kFloat));
+      spikes.select(1, 0).copy_(torch::rand({T, in}) < 0.05);
+      for (torch::ScalarType dtype : {torch::kFloat, torch::kDouble}) {
+        for (int bias : {0, 1, 2}) {
+          Linear fc(LinearOptions(in, out).bias(bias > 0).path(LinearPath::kEvent));
+          torch::NoGradGuard no_grad;
+          fc->to(dtype);
+          if (bias == 2) fc->bias.fill_(-0.0);
+          const torch::Tensor ref = bits_of(fc->forward(spikes));
+          for (CpuIsa isa : test::cpu_builds()) {
+            test::CpuIsaScope scope(isa);
+            torch::Tensor got = torch::full({T, B, out}, std::nan(""), dtype);
+            fc->forward_steps(spikes, [&](int64_t t, int64_t b0, int64_t b1, void* y) {
+              got[t].narrow(0, b0, b1 - b0).copy_(torch::from_blob(y, {b1 - b0, out}, dtype));
+            });
+            EXPECT_TRUE(torch::equal(bits_of(got), ref))
+                << in << "x" << out << " T " << T << " B " << B << " " << dtype << " bias " << bias << " isa "
+                << static_cast<int>(isa);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Linear, WithoutBiasAndBadShapes) {
   Linear fc(LinearOptions(4, 3).bias(false));
   EXPECT_FALSE(fc->bias.defined());
