@@ -334,8 +334,12 @@ void linear_event_steps(const uint8_t* x, const T* wp, const T* bias, T* y, int6
     for (int64_t i0 = 0; i0 < samples; i0 += per_block) {
       const int64_t i1 = imin(samples, i0 + per_block);
       int64_t rows = 0, groups = 0, used = 0;  // single rows, grouped samples, list slots used
+      // The block's first sample tells whether its rows share their spikes:
+      // if not (a hidden layer's), the others go row by row without the
+      // cost of their unions (which made independent spikes at 2% 16% slower).
+      bool probe = g == kGroup;
       for (int64_t i = i0; i < i1; ++i) {
-        if (g == kGroup) {
+        if (probe) {
           // Bit j of u[f]: row j spikes at input f.
           const uint8_t* xr[kGroup];
           for (int j = 0; j < kGroup; ++j) xr[j] = row_x(s0 + j, i);
@@ -368,6 +372,7 @@ void linear_event_steps(const uint8_t* x, const T* wp, const T* bias, T* y, int6
             used += n;
             continue;
           }
+          probe = i > i0;  // a grouped block tries every sample
         }
         for (int64_t j = 0; j < g; ++j) {
           count[rows] = list_spikes(row_x(s0 + j, i), in, idx + used);

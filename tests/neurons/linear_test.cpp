@@ -419,11 +419,12 @@ TEST(Linear, ForwardStepsOnRateCodedSpikesGivesForwardsBits) {
   torch::manual_seed(44);
   for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{100, 37}, {300, 150}, {64, 16}}) {
     for (const auto& [T, B] : std::vector<std::pair<int64_t, int64_t>>{{9, 70}, {8, 1}, {5, 33}, {13, 3}}) {
-      // Half the inputs silent, the others firing at 30-100%; and one
-      // sample of independent sparse spikes, which goes row by row.
+      // Half the inputs silent, the others firing at 30-100%; and (where
+      // B > 1) a last sample of independent sparse spikes, which goes row
+      // by row, as do the others of its block when it comes first in it.
       const torch::Tensor rate = torch::rand({1, B, in}) * (torch::rand({1, B, in}) < 0.5).to(torch::kFloat);
       torch::Tensor spikes = torch::rand({T, B, in}) < (rate * 0.7 + 0.3 * (rate > 0).to(torch::kFloat));
-      spikes.select(1, 0).copy_(torch::rand({T, in}) < 0.05);
+      if (B > 1) spikes.select(1, B - 1).copy_(torch::rand({T, in}) < 0.05);
       for (torch::ScalarType dtype : {torch::kFloat, torch::kDouble}) {
         for (int bias : {0, 1, 2}) {
           Linear fc(LinearOptions(in, out).bias(bias > 0).path(LinearPath::kEvent));
