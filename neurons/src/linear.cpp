@@ -553,7 +553,9 @@ void LinearImpl::forward_steps(const torch::Tensor& x, const StepBlockFn& consum
   const torch::Tensor xc = x.scalar_type() == torch::kBool && !event ? x.to(weight.scalar_type()) : x.contiguous();
   const int64_t T = x.size(0), B = x.size(1);
   const CpuLoops loops = cpu_loops();
-  constexpr int64_t kBlock = 32;  // samples per block: y is 32 x out values, in L2
+  // Samples per block: y is 32 x out values, in L2 (for bool spikes 32 x out
+  // values of each of about 128 / 32 steps, 512 KB for float at out = 1024).
+  constexpr int64_t kBlock = 32;
   // Samples per thread: about as much work as rows_times gives a thread.
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, T * in * out / 64));
   AT_DISPATCH_FLOATING_TYPES(weight.scalar_type(), "snn_linear_steps", [&] {

@@ -12,7 +12,6 @@
 // a tile's weights are one contiguous stream instead of a column 4 KiB
 // apart per input (which thrashed one L1 set).
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -306,38 +305,52 @@ void linear_event_steps(const uint8_t* x, const T* wp, const T* bias, T* y, int6
   using V = typename Simd<T>::type;
   constexpr int NV = static_cast<int>(kTile / (sizeof(V) / sizeof(T)));
   // Tiles per grouped pass: kGroup x NT x NV accumulators, 16 registers of
-  // the 32 on the AVX-512 build, 8 of the 16 on the others.
+  // the 32 on the AVX-512 build (float NT = 4, double 2), 8 of the 16 on
+  // the AVX2 build (float NT = 1). Where kGroup rows of one tile do not fit
+  // (AVX2 double; the baseline build, whose 32-byte vectors are two SSE
+  // registers each), every group goes row by row.
+#ifdef __AVX2__
   constexpr int kAccumulators = kVectorBytes == 64 ? 16 : 8;
-  constexpr int NT = kAccumulators / (kGroup * NV) > 0 ? kAccumulators / (kGroup * NV) : 1;
+#else
+  constexpr int kAccumulators = 0;
+#endif
+  constexpr bool kGrouped = kGroup * NV <= kAccumulators;
+  constexpr int NT = kGrouped ? kAccumulators / (kGroup * NV) : 1;
+  // Spikes per union entry: the bits set in u[f] < 16 (a table, not a
+  // popcount call on the baseline build).
+  constexpr uint8_t kBits[16] = {0, 1, 1, 2, 1, 2, 2, 3, 1, 2, 2, 3, 2, 3, 3, 4};
+  static_assert(kGroup == 4, "kBits counts 4 bits");
   const int64_t tiles = (out + kTile - 1) / kTile;
   thread_local Scratch<int32_t> idx_buffer;
   thread_local Scratch<uint16_t> mask_buffer;
   thread_local Scratch<uint8_t> union_buffer;
+  constexpr int64_t per_block = kBlockRows / kGroup;  // samples per block
   int32_t* const idx = idx_buffer.reserve(kBlockRows * in);
-  uint16_t(*const mask)[kGroup] = reinterpret_cast<uint16_t(*)[kGroup]>(mask_buffer.reserve(kBlockRows * in * kGroup));
-  uint8_t* const u = union_buffer.reserve(in + 64);
+  // The grouped samples' masks: at most per_block unions of in entries.
+  uint16_t(*const mask)[kGroup] = reinterpret_cast<uint16_t(*)[kGroup]>(mask_buffer.reserve(per_block * in * kGroup));
+  uint8_t* const u = union_buffer.reserve(in);
   // A block: kBlockRows rows or fewer, in groups of one sample's steps.
   int64_t count[kBlockRows];
   bool binary[kBlockRows];
   const int32_t* lists[kBlockRows];
   const T* values[kBlockRows] = {};
   T* ys[kBlockRows];
-  int64_t group_off[kBlockRows], group_count[kBlockRows];
-  T* group_y[kBlockRows][kGroup];
-  std::fill(binary, binary + kBlockRows, true);
+  int64_t group_off[per_block], group_mask[per_block], group_count[per_block];
+  T* group_y[per_block][kGroup];
+  for (bool& b : binary) b = true;
   const auto row_x = [&](int64_t s, int64_t i) { return x + (s * stride + i) * in; };
   const auto row_y = [&](int64_t s, int64_t i) { return y + (s * samples + i) * out; };
   // The blocks go step group by step group, samples ascending within.
-  const int64_t per_block = std::max<int64_t>(1, kBlockRows / kGroup);
   for (int64_t s0 = 0; s0 < steps; s0 += kGroup) {
     const int64_t g = imin(kGroup, steps - s0);
     for (int64_t i0 = 0; i0 < samples; i0 += per_block) {
       const int64_t i1 = imin(samples, i0 + per_block);
-      int64_t rows = 0, groups = 0, used = 0;  // single rows, grouped samples, list slots used
+      // Single rows, grouped samples, list slots and mask rows used.
+      int64_t rows = 0, groups = 0, used = 0, masked = 0;
       // The block's first sample tells whether its rows share their spikes:
       // if not (a hidden layer's), the others go row by row without the
       // cost of their unions (which made independent spikes at 2% 16% slower).
-      bool probe = g == kGroup;
+      bool probe = kGrouped && g == kGroup;
       for (int64_t i = i0; i < i1; ++i) {
         if (probe) {
           // Bit j of u[f]: row j spikes at input f.
@@ -353,23 +366,25 @@ void linear_event_steps(const uint8_t* x, const T* wp, const T* bias, T* y, int6
           int32_t* const list = idx + used;
           const int64_t n = list_spikes(u, in, list);
           int64_t spikes = 0;
-          for (int64_t k = 0; k < n; ++k) spikes += __builtin_popcount(u[list[k]]);
+          for (int64_t k = 0; k < n; ++k) spikes += kBits[u[list[k]]];
           // Grouped where each entry serves at least half the rows: kGroup
           // masked adds per entry against one add (and one weight load) per
           // spike row by row. bench/linear_bench: rate-coded rows 1.4x
-          // faster grouped; independent spikes (2-30%) 0.72-0.94x as fast
+          // faster grouped; independent spikes (2-30%) 0.72-0.84x as fast
           // if grouped, so they stay row by row (their unions are larger).
           if (kGroup * n <= 2 * spikes) {
             for (int64_t k = 0; k < n; ++k) {
               const unsigned b = u[list[k]];
 #pragma GCC unroll 8
-              for (int j = 0; j < kGroup; ++j) mask[used + k][j] = (b >> j & 1u) ? 0xFFFF : 0;
+              for (int j = 0; j < kGroup; ++j) mask[masked + k][j] = (b >> j & 1u) ? 0xFFFF : 0;
             }
             group_off[groups] = used;
+            group_mask[groups] = masked;
             group_count[groups] = n;
             for (int j = 0; j < kGroup; ++j) group_y[groups][j] = row_y(s0 + j, i);
             ++groups;
             used += n;
+            masked += n;
             continue;
           }
           probe = i > i0;  // a grouped block tries every sample
@@ -388,12 +403,12 @@ void linear_event_steps(const uint8_t* x, const T* wp, const T* bias, T* y, int6
       int64_t t = 0;
       for (; t + NT <= tiles; t += NT) {
         for (int64_t q = 0; q < groups; ++q) {
-          group_tiles<T, NT>(idx + group_off[q], mask + group_off[q], group_count[q], wp, bias, group_y[q], in, out, t);
+          group_tiles<T, NT>(idx + group_off[q], mask + group_mask[q], group_count[q], wp, bias, group_y[q], in, out, t);
         }
       }
       for (; t < tiles; ++t) {
         for (int64_t q = 0; q < groups; ++q) {
-          group_tiles<T, 1>(idx + group_off[q], mask + group_off[q], group_count[q], wp, bias, group_y[q], in, out, t);
+          group_tiles<T, 1>(idx + group_off[q], mask + group_mask[q], group_count[q], wp, bias, group_y[q], in, out, t);
         }
       }
     }

@@ -417,14 +417,22 @@ torch::Tensor bits_of(const torch::Tensor& t) {
 // batches that leave a part block and step counts that leave a part group.
 TEST(Linear, ForwardStepsOnRateCodedSpikesGivesForwardsBits) {
   torch::manual_seed(44);
-  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{100, 37}, {300, 150}, {64, 16}}) {
-    for (const auto& [T, B] : std::vector<std::pair<int64_t, int64_t>>{{9, 70}, {8, 1}, {5, 33}, {13, 3}}) {
+  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{100, 37}, {300, 150}, {64, 16}, {40, 60}}) {
+    for (const auto& [T, B] : std::vector<std::pair<int64_t, int64_t>>{{9, 70}, {8, 1}, {5, 33}, {13, 3}, {8, 66}}) {
       // Half the inputs silent, the others firing at 30-100%; and (where
       // B > 1) a last sample of independent sparse spikes, which goes row
       // by row, as do the others of its block when it comes first in it.
       const torch::Tensor rate = torch::rand({1, B, in}) * (torch::rand({1, B, in}) < 0.5).to(torch::kFloat);
       torch::Tensor spikes = torch::rand({T, B, in}) < (rate * 0.7 + 0.3 * (rate > 0).to(torch::kFloat));
       if (B > 1) spikes.select(1, B - 1).copy_(torch::rand({T, in}) < 0.05);
+      // A silent step within a grouped sample: its masked row must keep
+      // the bias's -0. And one sample whose four steps are the same spikes,
+      // grouped by construction.
+      spikes[1].select(0, 0).zero_();
+      if (B > 2) spikes.select(1, 1).copy_(spikes.select(1, 1)[0].expand({T, in}));
+      // B = 66: the independent sample first in the last block, whose other
+      // sample then goes row by row.
+      if (B == 66) spikes.select(1, 64).copy_(torch::rand({T, in}) < 0.05);
       for (torch::ScalarType dtype : {torch::kFloat, torch::kDouble}) {
         for (int bias : {0, 1, 2}) {
           Linear fc(LinearOptions(in, out).bias(bias > 0).path(LinearPath::kEvent));
@@ -434,13 +442,18 @@ TEST(Linear, ForwardStepsOnRateCodedSpikesGivesForwardsBits) {
           const torch::Tensor ref = bits_of(fc->forward(spikes));
           for (CpuIsa isa : test::cpu_builds()) {
             test::CpuIsaScope scope(isa);
-            torch::Tensor got = torch::full({T, B, out}, std::nan(""), dtype);
-            fc->forward_steps(spikes, [&](int64_t t, int64_t b0, int64_t b1, void* y) {
-              got[t].narrow(0, b0, b1 - b0).copy_(torch::from_blob(y, {b1 - b0, out}, dtype));
-            });
-            EXPECT_TRUE(torch::equal(bits_of(got), ref))
-                << in << "x" << out << " T " << T << " B " << B << " " << dtype << " bias " << bias << " isa "
-                << static_cast<int>(isa);
+            for (int threads : {1, 2}) {
+              const int saved = at::get_num_threads();
+              at::set_num_threads(threads);
+              torch::Tensor got = torch::full({T, B, out}, std::nan(""), dtype);
+              fc->forward_steps(spikes, [&](int64_t t, int64_t b0, int64_t b1, void* y) {
+                got[t].narrow(0, b0, b1 - b0).copy_(torch::from_blob(y, {b1 - b0, out}, dtype));
+              });
+              at::set_num_threads(saved);
+              EXPECT_TRUE(torch::equal(bits_of(got), ref))
+                  << in << "x" << out << " T " << T << " B " << B << " " << dtype << " bias " << bias << " isa "
+                  << static_cast<int>(isa) << " threads " << threads;
+            }
           }
         }
       }

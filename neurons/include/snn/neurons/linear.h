@@ -152,7 +152,9 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   /// handed to `consume` a block of up to 32 samples at one step at a time
   /// while it is in cache, instead of stored whole: a next layer that is
   /// element-wise per sample (a neuron layer) then reads its input from L1/L2
-  /// rather than from memory. Each sample's blocks come in ascending t, on
+  /// rather than from memory (bool spikes are computed for a few steps of a
+  /// block at once, about 128 rows, which lets the event kernel take a
+  /// sample's consecutive steps together). Each sample's blocks come in ascending t, on
   /// one thread; different samples may be consumed on different threads at
   /// once. The values are forward()'s, bit for bit. Throws snn::Error if x
   /// is not [T, B, in] on the CPU or a gradient is being recorded.
