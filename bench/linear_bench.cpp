@@ -90,14 +90,16 @@ int main(int argc, char** argv) {
   }
   std::printf("\nworst auto / best: %.2f\n", worst);
 
-  // Bool spikes [T, B, in] through forward_steps, which takes a sample's
-  // consecutive steps together where they share their spikes, against
-  // forward's rows one by one (the same values): rate-coded rows (each
-  // input fires at its own rate at every step, as an encoded image; half of
-  // them silent) and independent spikes of a hidden layer.
-  std::printf("\nbool spikes [T = %lld, B = 32, in] by forward_steps (a sample's steps together) and by forward "
-              "(row by row); microseconds per row\n", static_cast<long long>(std::max<int64_t>(1, rows / 32)));
-  std::printf("%5s %5s %-22s %9s %9s %10s\n", "in", "out", "spikes", "steps", "rows", "rows/steps");
+  // Bool spikes [T, B, in] through forward_steps and forward, which take a
+  // sample's consecutive steps together where they share their spikes,
+  // against forward on the rows as [T B, in], one by one (the same values):
+  // rate-coded rows (each input fires at its own rate at every step, as an
+  // encoded image; half of them silent) and independent spikes of a hidden
+  // layer.
+  std::printf("\nbool spikes [T = %lld, B = 32, in] by forward_steps and forward (a sample's steps together) and "
+              "by forward on [T B, in] (row by row); microseconds per row\n",
+              static_cast<long long>(std::max<int64_t>(1, rows / 32)));
+  std::printf("%5s %5s %-22s %9s %9s %9s %10s\n", "in", "out", "spikes", "steps", "forward", "rows", "rows/steps");
   for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{784, 1024}, {1024, 1024}}) {
     torch::manual_seed(0);
     snn::Linear fc(snn::LinearOptions(in, out).path(snn::LinearPath::kEvent));
@@ -110,21 +112,24 @@ int main(int argc, char** argv) {
       inputs.emplace_back(name, torch::rand({T, B, in}) < p);
     }
     for (const auto& [name, x] : inputs) {
-      torch::Tensor got = torch::empty({T, B, out}), ref;
+      torch::Tensor got = torch::empty({T, B, out}), whole, ref;
       const std::vector<double> t = seconds_best_of(
           reps, {[&] {
                    fc->forward_steps(x, [&](int64_t step, int64_t b0, int64_t b1, void* y) {
                      std::memcpy(got.data_ptr<float>() + (step * B + b0) * out, y, (b1 - b0) * out * sizeof(float));
                    });
                  },
-                 [&] { ref = fc->forward(x); }});
-      if (!torch::equal(got.view(torch::kInt), ref.view(torch::kInt))) {  // bits: the sign of zero too
-        std::fprintf(stderr, "linear_bench: forward_steps and forward differ at in %lld out %lld, %s\n",
+                 [&] { whole = fc->forward(x); }, [&] { ref = fc->forward(x.reshape({T * B, in})).view({T, B, out}); }});
+      // Bits: the sign of zero too.
+      if (!torch::equal(got.view(torch::kInt), ref.view(torch::kInt)) ||
+          !torch::equal(whole.view(torch::kInt), ref.view(torch::kInt))) {
+        std::fprintf(stderr, "linear_bench: forward_steps or forward differ from the rows at in %lld out %lld, %s\n",
                      static_cast<long long>(in), static_cast<long long>(out), name.c_str());
         return 1;
       }
-      std::printf("%5lld %5lld %-22s %9.3f %9.3f %10.2f\n", static_cast<long long>(in), static_cast<long long>(out),
-                  name.c_str(), t[0] / (T * B) * 1e6, t[1] / (T * B) * 1e6, t[1] / t[0]);
+      std::printf("%5lld %5lld %-22s %9.3f %9.3f %9.3f %10.2f\n", static_cast<long long>(in),
+                  static_cast<long long>(out), name.c_str(), t[0] / (T * B) * 1e6, t[1] / (T * B) * 1e6,
+                  t[2] / (T * B) * 1e6, t[2] / t[0]);
     }
   }
 

@@ -28,7 +28,7 @@ namespace neurons::detail {
   void linear_event(const X* x, const T* wt, const T* bias, T* y, int64_t in, int64_t out, int64_t r0, int64_t r1); \
   template <typename T>                                                                                       \
   void linear_event_steps(const uint8_t* x, const T* wt, const T* bias, T* y, int64_t in, int64_t out,       \
-                          int64_t samples, int64_t steps, int64_t stride);                                    \
+                          int64_t samples, int64_t steps, int64_t stride, int64_t y_stride);                  \
   template <typename T>                                                                                       \
   int64_t count_nonzero(const T* x, int64_t n);                                                               \
   }
@@ -150,9 +150,11 @@ void cpu_rows(const T* x, const uint8_t* xs, const T* wp, const T* bp, T* y, int
 // (real, or bool spikes) and wt [in, out] packed by pack_tiles (b padded
 // by pad_bias, or undefined): the fixed-order kernels behind forward and
 // grad_x. The dense and the event-driven kernel give the same values (see
-// linear_loops.cpp); kAuto picks one by the density of x.
+// linear_loops.cpp); kAuto picks one by the density of x. With steps > 1,
+// x is [steps, B, in] flattened: bool spikes then go through
+// linear_event_steps, which takes a sample's consecutive steps together.
 torch::Tensor rows_times(const torch::Tensor& x2, const torch::Tensor& packed, int64_t out, const torch::Tensor& bias,
-                         LinearPath path, double crossover) {
+                         LinearPath path, double crossover, int64_t steps = 1) {
   torch::Tensor x = x2.contiguous();
   const int64_t rows = x.size(0), in = x.size(1);
   if (path == LinearPath::kAuto) path = choose_path(density_of(x), crossover, out);
@@ -169,6 +171,15 @@ torch::Tensor rows_times(const torch::Tensor& x2, const torch::Tensor& packed, i
     const scalar_t* bp = bias.defined() ? bias.data_ptr<scalar_t>() : nullptr;
     scalar_t* yp = y.data_ptr<scalar_t>();
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, in * out / 64));
+    // (Taken by samples, so only where there is a sample per thread.)
+    if (spikes && steps > 1 && rows % steps == 0 && rows / steps >= at::get_num_threads()) {
+      const int64_t B = rows / steps;
+      at::parallel_for(0, B, std::max<int64_t>(1, grain / steps), [&](int64_t b0, int64_t b1) {
+        SNN_ISA_CALL(loops, neurons::detail,
+                     linear_event_steps(sp + b0 * in, wp, bp, yp + b0 * out, in, out, b1 - b0, steps, B, B));
+      });
+      return;
+    }
     at::parallel_for(0, rows, grain, [&](int64_t r0, int64_t r1) {
       cpu_rows(xp, sp, wp, bp, yp, in, out, r0, r1, event, loops);
     });
@@ -223,12 +234,12 @@ torch::Tensor gpu_rows_times(const torch::Tensor& x2, const PackedLinear& packed
 // order is its own), kAuto and kEvent the ordered kernel; kAuto does not
 // measure the density there, which would make the host wait for the device.
 torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weight, const torch::Tensor& bias,
-                             const PackedLinear& cached, LinearPath path, double crossover) {
+                             const PackedLinear& cached, LinearPath path, double crossover, int64_t steps) {
   TORCH_CHECK(weight.device() == x2.device(), "linear: input on ", x2.device(), " but the weight on ", weight.device());
   if (x2.is_cuda() && x2.scalar_type() == torch::kBool) {
     // The GPU kernels read real inputs: bool spikes become 0/1 of the
     // weight's dtype (exact), on the device, without a host wait.
-    return linear_forward(x2.to(weight.scalar_type()), weight, bias, cached, path, crossover);
+    return linear_forward(x2.to(weight.scalar_type()), weight, bias, cached, path, crossover, steps);
   }
   if (x2.is_cuda() && path == LinearPath::kDense) {
     return bias.defined() ? torch::addmm(bias, x2, weight.t()) : x2.matmul(weight.t());
@@ -236,7 +247,7 @@ torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weigh
   const PackedLinear own = cached.weight.defined() ? PackedLinear{} : packed_for(weight, bias);
   const PackedLinear& packed = cached.weight.defined() ? cached : own;
   if (x2.is_cuda()) return gpu_rows_times(x2, packed, weight.size(0));
-  return rows_times(x2, packed.weight, weight.size(0), packed.bias, path, crossover);
+  return rows_times(x2, packed.weight, weight.size(0), packed.bias, path, crossover, steps);
 }
 
 // gy [steps * batch, out] (float or double, rows step-major) as the
@@ -369,7 +380,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
       if (has_bias) ctx->saved_data["bias"] = bias;
     }
     return linear_forward(x2, weight, has_bias ? bias : torch::Tensor(), packed ? *packed : PackedLinear{},
-                          static_cast<LinearPath>(path), crossover);
+                          static_cast<LinearPath>(path), crossover, steps);
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -578,7 +589,7 @@ void LinearImpl::forward_steps(const torch::Tensor& x, const StepBlockFn& consum
           for (int64_t t0 = 0; t0 < T; t0 += steps) {
             const int64_t k = std::min(steps, T - t0);
             SNN_ISA_CALL(loops, neurons::detail,
-                         linear_event_steps(sp + (t0 * B + b0) * in, wp, bp, y.data(), in, out, n, k, B));
+                         linear_event_steps(sp + (t0 * B + b0) * in, wp, bp, y.data(), in, out, n, k, B, n));
             for (int64_t t = t0; t < t0 + k; ++t) consume(t, b0, b0 + n, y.data() + (t - t0) * n * out);
           }
         }

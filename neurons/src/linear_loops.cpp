@@ -289,7 +289,7 @@ void linear_event(const X* x, const T* wp, const T* bias, T* y, int64_t in, int6
 
 // Bool spikes x of `samples` samples over `steps` steps: row (s, i), step s
 // of sample i, at x + (s * stride + i) * in; its outputs at
-// y + (s * samples + i) * out. The values of linear_event, bit for bit.
+// y + (s * y_stride + i) * out. The values of linear_event, bit for bit.
 //
 // Why: the first layer's input is a rate-coded image, whose spikes at
 // consecutive steps fall on the same pixels (each firing at its rate), so a
@@ -301,7 +301,7 @@ void linear_event(const X* x, const T* wp, const T* bias, T* y, int64_t in, int6
 // union costs kGroup masked adds per entry, a row's list one add per spike.
 template <typename T>
 void linear_event_steps(const uint8_t* x, const T* wp, const T* bias, T* y, int64_t in, int64_t out, int64_t samples,
-                        int64_t steps, int64_t stride) {
+                        int64_t steps, int64_t stride, int64_t y_stride) {
   using V = typename Simd<T>::type;
   constexpr int NV = static_cast<int>(kTile / (sizeof(V) / sizeof(T)));
   // Tiles per grouped pass: kGroup x NT x NV accumulators, 16 registers of
@@ -339,7 +339,7 @@ void linear_event_steps(const uint8_t* x, const T* wp, const T* bias, T* y, int6
   T* group_y[per_block][kGroup];
   for (bool& b : binary) b = true;
   const auto row_x = [&](int64_t s, int64_t i) { return x + (s * stride + i) * in; };
-  const auto row_y = [&](int64_t s, int64_t i) { return y + (s * samples + i) * out; };
+  const auto row_y = [&](int64_t s, int64_t i) { return y + (s * y_stride + i) * out; };
   // The blocks go step group by step group, samples ascending within.
   for (int64_t s0 = 0; s0 < steps; s0 += kGroup) {
     const int64_t g = imin(kGroup, steps - s0);
@@ -596,7 +596,7 @@ template void linear_weight_grad<uint8_t>(const uint8_t*, const double*, double*
   template void linear_event<T, uint8_t>(const uint8_t*, const T*, const T*, T*, int64_t, int64_t, int64_t,   \
                                          int64_t);                                                            \
   template void linear_event_steps<T>(const uint8_t*, const T*, const T*, T*, int64_t, int64_t, int64_t,       \
-                                      int64_t, int64_t);                                                      \
+                                      int64_t, int64_t, int64_t);                                             \
   template int64_t count_nonzero<T>(const T*, int64_t);
 SNN_INSTANTIATE(float)
 SNN_INSTANTIATE(double)

@@ -410,9 +410,10 @@ torch::Tensor bits_of(const torch::Tensor& t) {
 
 // Rate-coded spikes, as the first layer reads them: each sample's steps
 // fall on the same inputs (a pixel fires with its own probability), so
-// forward_steps takes a sample's consecutive steps together (the kernel's
-// grouped path; independent spikes go row by row, as in the test above).
-// Its values are still forward()'s bit for bit, on every build of the CPU
+// forward_steps and forward on [T, B, in] take a sample's consecutive steps
+// together (the kernel's grouped path; independent spikes go row by row, as
+// in the test above). Their values are still the row-by-row kernel's
+// (forward on the rows as [T B, in]) bit for bit, on every build of the CPU
 // loops, in float and double, with and without a bias (of -0 too), for
 // batches that leave a part block and step counts that leave a part group.
 TEST(Linear, ForwardStepsOnRateCodedSpikesGivesForwardsBits) {
@@ -439,7 +440,8 @@ TEST(Linear, ForwardStepsOnRateCodedSpikesGivesForwardsBits) {
           torch::NoGradGuard no_grad;
           fc->to(dtype);
           if (bias == 2) fc->bias.fill_(-0.0);
-          const torch::Tensor ref = bits_of(fc->forward(spikes));
+          // Row by row: the rows as a 2-D input, with no steps to group.
+          const torch::Tensor ref = bits_of(fc->forward(spikes.reshape({T * B, in})).reshape({T, B, out}));
           for (CpuIsa isa : test::cpu_builds()) {
             test::CpuIsaScope scope(isa);
             for (int threads : {1, 2}) {
@@ -449,10 +451,15 @@ TEST(Linear, ForwardStepsOnRateCodedSpikesGivesForwardsBits) {
               fc->forward_steps(spikes, [&](int64_t t, int64_t b0, int64_t b1, void* y) {
                 got[t].narrow(0, b0, b1 - b0).copy_(torch::from_blob(y, {b1 - b0, out}, dtype));
               });
+              // forward on [T, B, in] groups the steps too.
+              const torch::Tensor whole = fc->forward(spikes);
               at::set_num_threads(saved);
               EXPECT_TRUE(torch::equal(bits_of(got), ref))
                   << in << "x" << out << " T " << T << " B " << B << " " << dtype << " bias " << bias << " isa "
                   << static_cast<int>(isa) << " threads " << threads;
+              EXPECT_TRUE(torch::equal(bits_of(whole), ref))
+                  << "forward: " << in << "x" << out << " T " << T << " B " << B << " " << dtype << " bias " << bias
+                  << " isa " << static_cast<int>(isa) << " threads " << threads;
             }
           }
         }
