@@ -22,6 +22,7 @@
 namespace snn::neurons::detail::SNN_ISA {
 namespace {
 
+using snn::detail::imax;
 using snn::detail::imin;
 using snn::detail::Scratch;
 
@@ -340,61 +341,70 @@ void linear_event_steps(const uint8_t* x, const T* wp, const T* bias, T* y, int6
   for (bool& b : binary) b = true;
   const auto row_x = [&](int64_t s, int64_t i) { return x + (s * stride + i) * in; };
   const auto row_y = [&](int64_t s, int64_t i) { return y + (s * y_stride + i) * out; };
-  // The blocks go step group by step group, samples ascending within.
-  for (int64_t s0 = 0; s0 < steps; s0 += kGroup) {
-    const int64_t g = imin(kGroup, steps - s0);
-    for (int64_t i0 = 0; i0 < samples; i0 += per_block) {
-      const int64_t i1 = imin(samples, i0 + per_block);
+  // A block: up to per_block samples, and as many step groups as keep it
+  // within kBlockRows rows (a few samples, as at B = 1 or with many
+  // threads, still make blocks of about 128 rows, over which the weights
+  // read from L3 are shared).
+  for (int64_t i0 = 0; i0 < samples; i0 += per_block) {
+    const int64_t i1 = imin(samples, i0 + per_block);
+    const int64_t span = kGroup * imax(1, per_block / (i1 - i0));  // steps per block
+    for (int64_t s0 = 0; s0 < steps; s0 += span) {
+      const int64_t s1 = imin(steps, s0 + span);
       // Single rows, grouped samples, list slots and mask rows used.
       int64_t rows = 0, groups = 0, used = 0, masked = 0;
-      // The block's first sample tells whether its rows share their spikes:
+      // The block's first group tells whether its rows share their spikes:
       // if not (a hidden layer's), the others go row by row without the
       // cost of their unions (which made independent spikes at 2% 16% slower).
-      bool probe = kGrouped && g == kGroup;
-      for (int64_t i = i0; i < i1; ++i) {
-        if (probe) {
-          // Bit j of u[f]: row j spikes at input f.
-          const uint8_t* xr[kGroup];
-          for (int j = 0; j < kGroup; ++j) xr[j] = row_x(s0 + j, i);
-#pragma omp simd
-          for (int64_t f = 0; f < in; ++f) {
-            uint8_t b = 0;
-#pragma GCC unroll 8
-            for (int j = 0; j < kGroup; ++j) b |= static_cast<uint8_t>((xr[j][f] != 0) << j);
-            u[f] = b;
-          }
-          int32_t* const list = idx + used;
-          const int64_t n = list_spikes(u, in, list);
-          int64_t spikes = 0;
-          for (int64_t k = 0; k < n; ++k) spikes += kBits[u[list[k]]];
-          // Grouped where each entry serves at least half the rows: kGroup
-          // masked adds per entry against one add (and one weight load) per
-          // spike row by row. bench/linear_bench: rate-coded rows 1.4x
-          // faster grouped; independent spikes (2-30%) 0.72-0.84x as fast
-          // if grouped, so they stay row by row (their unions are larger).
-          if (kGroup * n <= 2 * spikes) {
-            for (int64_t k = 0; k < n; ++k) {
-              const unsigned b = u[list[k]];
-#pragma GCC unroll 8
-              for (int j = 0; j < kGroup; ++j) mask[masked + k][j] = (b >> j & 1u) ? 0xFFFF : 0;
+      bool probe = kGrouped, first = true;
+      for (int64_t q0 = s0; q0 < s1; q0 += kGroup) {
+        const int64_t g = imin(kGroup, s1 - q0);
+        for (int64_t i = i0; i < i1; ++i) {
+          if (probe && g == kGroup) {
+            // Bit j of u[f]: row j spikes at input f.
+            const uint8_t* xr[kGroup];
+            for (int j = 0; j < kGroup; ++j) xr[j] = row_x(q0 + j, i);
+  #pragma omp simd
+            for (int64_t f = 0; f < in; ++f) {
+              uint8_t b = 0;
+  #pragma GCC unroll 8
+              for (int j = 0; j < kGroup; ++j) b |= static_cast<uint8_t>((xr[j][f] != 0) << j);
+              u[f] = b;
             }
-            group_off[groups] = used;
-            group_mask[groups] = masked;
-            group_count[groups] = n;
-            for (int j = 0; j < kGroup; ++j) group_y[groups][j] = row_y(s0 + j, i);
-            ++groups;
-            used += n;
-            masked += n;
-            continue;
+            int32_t* const list = idx + used;
+            const int64_t n = list_spikes(u, in, list);
+            int64_t spikes = 0;
+            for (int64_t k = 0; k < n; ++k) spikes += kBits[u[list[k]]];
+            // Grouped where each entry serves at least half the rows: kGroup
+            // masked adds per entry against one add (and one weight load) per
+            // spike row by row. bench/linear_bench: rate-coded rows 1.4x
+            // faster grouped; independent spikes (2-30%) 0.72-0.84x as fast
+            // if grouped, so they stay row by row (their unions are larger).
+            if (kGroup * n <= 2 * spikes) {
+              for (int64_t k = 0; k < n; ++k) {
+                const unsigned b = u[list[k]];
+  #pragma GCC unroll 8
+                for (int j = 0; j < kGroup; ++j) mask[masked + k][j] = (b >> j & 1u) ? 0xFFFF : 0;
+              }
+              group_off[groups] = used;
+              group_mask[groups] = masked;
+              group_count[groups] = n;
+              for (int j = 0; j < kGroup; ++j) group_y[groups][j] = row_y(q0 + j, i);
+              ++groups;
+              used += n;
+              masked += n;
+              first = false;
+              continue;
+            }
+            probe = !first;  // a block whose first group was grouped tries every group
           }
-          probe = i > i0;  // a grouped block tries every sample
-        }
-        for (int64_t j = 0; j < g; ++j) {
-          count[rows] = list_spikes(row_x(s0 + j, i), in, idx + used);
-          lists[rows] = idx + used;
-          ys[rows] = row_y(s0 + j, i);
-          ++rows;
-          used += count[rows - 1];
+          first = false;
+          for (int64_t j = 0; j < g; ++j) {
+            count[rows] = list_spikes(row_x(q0 + j, i), in, idx + used);
+            lists[rows] = idx + used;
+            ys[rows] = row_y(q0 + j, i);
+            ++rows;
+            used += count[rows - 1];
+          }
         }
       }
       // (list_spikes may write 15 entries past a count, within `in` slots

@@ -418,7 +418,7 @@ torch::Tensor bits_of(const torch::Tensor& t) {
 // batches that leave a part block and step counts that leave a part group.
 TEST(Linear, ForwardStepsOnRateCodedSpikesGivesForwardsBits) {
   torch::manual_seed(44);
-  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{100, 37}, {300, 150}, {64, 16}, {40, 60}}) {
+  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{100, 37}, {300, 150}, {64, 16}, {40, 60}, {512, 256}}) {
     for (const auto& [T, B] : std::vector<std::pair<int64_t, int64_t>>{{9, 70}, {8, 1}, {5, 33}, {13, 3}, {8, 66}}) {
       // Half the inputs silent, the others firing at 30-100%; and (where
       // B > 1) a last sample of independent sparse spikes, which goes row
