@@ -330,7 +330,7 @@ void linear_event_steps(const uint8_t* x, const T* wp, const T* bias, T* y, int6
   // The grouped samples' masks: at most per_block unions of in entries.
   uint16_t(*const mask)[kGroup] = reinterpret_cast<uint16_t(*)[kGroup]>(mask_buffer.reserve(per_block * in * kGroup));
   uint8_t* const u = union_buffer.reserve(in);
-  // A block: kBlockRows rows or fewer, in groups of one sample's steps.
+  // One block's rows (at most kBlockRows) and grouped samples.
   int64_t count[kBlockRows];
   bool binary[kBlockRows];
   const int32_t* lists[kBlockRows];
@@ -407,8 +407,8 @@ void linear_event_steps(const uint8_t* x, const T* wp, const T* bias, T* y, int6
           }
         }
       }
-      // (list_spikes may write 15 entries past a count, within `in` slots
-      // from its start: a block's lists use at most per_block * kGroup * in.)
+      // (list_spikes may write up to 16 entries past a count, within `in`
+      // slots from its start: a block's lists use at most kBlockRows * in.)
       event_passes<T>(lists, values, count, binary, ys, rows, wp, bias, in, out);
       int64_t t = 0;
       for (; t + NT <= tiles; t += NT) {
