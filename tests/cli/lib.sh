@@ -45,6 +45,11 @@ fill_fs() {
   if [[ $left -gt 0 ]]; then truncate -s "-${left}k" "$dir/.filler"; fi
 }
 
+# sanitized PROGRAM: true if PROGRAM is an AddressSanitizer build (it loads
+# libasan), where the same work takes 5-10 times as long: tests that need a
+# run to last a few seconds (to kill it mid-run) size it down there.
+sanitized() { ldd "$1" 2>/dev/null | grep -q 'libasan'; }
+
 # sha FILE: its sha256 (to prove a file was left exactly as it was).
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 

@@ -61,7 +61,12 @@ snnsim="$real_snnsim"
   --checkpoint "$tmp/ck.h5" >"$tmp/train.out" 2>&1 || fail "train failed: $(cat "$tmp/train.out")"
 
 # --- Processes: slow points (about 6 s each), killed mid-run. A run that
-# outlived its sweep would still be running 2 s after the sweep died.
+# outlived its sweep would still be running 2 s after the sweep died. Under
+# ASan a step takes about 8 times as long: a quarter of the steps keep the
+# points a few seconds long there too (T = 8000 made this test 4 minutes of
+# CI's sanitizer stage, most of it rerunning points to completion).
+slow_T=8000
+if sanitized "$snnsim"; then slow_T=2000; fi
 sweep_file() {  # sweep_file NAME: a sweep of two slow points into $tmp/NAME
   cat >"$tmp/$1.toml" <<TOML
 [sweep]
@@ -70,7 +75,7 @@ out = "$tmp/$1"
 checkpoint = "$tmp/ck.h5"
 data-dir = "$fixture"
 split = "train"
-T = 8000
+T = $slow_T
 batch-size = 10
 threads = 1
 [grid]
@@ -140,7 +145,7 @@ out = "$tmp/broken"
 checkpoint = "$tmp/ck.h5"
 data-dir = "$fixture"
 split = "train"
-T = 8000
+T = $slow_T
 batch-size = 10
 threads = 1
 [grid]
