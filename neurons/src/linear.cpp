@@ -5,6 +5,8 @@
 #include <torch/autograd.h>
 #include <torch/nn/init.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "grad_sums.h"
@@ -76,7 +78,7 @@ double density_of(const torch::Tensor& x_any) {
   return static_cast<double>(nonzero) / static_cast<double>(seen);
 }
 
-LinearPath choose_path(double density, double crossover, int64_t out) {
+double crossover_for(double crossover, int64_t out) {
   // The event-driven kernel first lists a row's inputs, a cost that only
   // wide layers (many 16-column tiles) amortise: the crossover falls from
   // `crossover` for wide layers to 0.55 of it for a layer of one tile
@@ -86,7 +88,11 @@ LinearPath choose_path(double density, double crossover, int64_t out) {
   // (about 0.36 and 0.06 on a Zen 4 EPYC).
   const double narrow = cpu_loops() == CpuLoops::kAvx512 ? 0.84 : 0.45;
   const double tiles = static_cast<double>((out + 15) / 16);
-  return density < crossover * (1.0 - narrow / tiles) ? LinearPath::kEvent : LinearPath::kDense;
+  return crossover * (1.0 - narrow / tiles);
+}
+
+LinearPath choose_path(double density, double crossover, int64_t out) {
+  return density < crossover_for(crossover, out) ? LinearPath::kEvent : LinearPath::kDense;
 }
 
 namespace {
@@ -506,14 +512,64 @@ void LinearImpl::reset() {
   }
 }
 
-const PackedLinear* LinearImpl::prepare(const torch::Tensor& x, LinearPath& path) {
+LinearPath KernelTrial::choose(double density, double crossover, LinearPath guess, bool& timed) {
+  timed = false;
+  // Far from the crossover (or with none: a crossover of 0 asks for the
+  // dense kernel) the formula is safe, and timing would only cost. Above
+  // 75% nonzero inputs the event-driven kernel, which adds most of what
+  // the dense one does and lists them first, was never the faster (it
+  // reaches the dense kernel's time near 60% on the CPU where it does best).
+  if (!(crossover > 0.0 && density >= crossover / 3.0 && density <= std::min(0.75, 3.0 * crossover))) return guess;
+  if (!(std::abs(density - density_) <= 0.25 * density_)) {
+    // The first call near the crossover, or the density has moved: the
+    // kernels' costs grow differently with it, so measure again here.
+    *this = KernelTrial{};
+    density_ = density;
+  }
+  if (runs_[0] >= kRuns && runs_[1] >= kRuns) return best_[1] <= best_[0] ? LinearPath::kEvent : LinearPath::kDense;
+  timed = true;
+  // Alternately, event-driven first: a slow spell of the machine (seconds
+  // on a VM) then tends to hit both kernels alike.
+  return runs_[1] <= runs_[0] ? LinearPath::kEvent : LinearPath::kDense;
+}
+
+void KernelTrial::record(LinearPath path, double seconds_per_row) {
+  TORCH_CHECK(path == LinearPath::kDense || path == LinearPath::kEvent, "KernelTrial::record: a kernel, got kAuto");
+  const int k = path == LinearPath::kEvent ? 1 : 0;
+  best_[k] = std::min(best_[k], seconds_per_row);
+  ++runs_[k];
+}
+
+namespace {
+
+// Times a call for its KernelTrial when `timed` (else only runs it).
+template <typename Fn>
+void timed_call(bool timed, KernelTrial& trial, LinearPath path, int64_t rows, const Fn& fn) {
+  if (!timed) {
+    fn();
+    return;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  trial.record(path, s / static_cast<double>(std::max<int64_t>(1, rows)));
+}
+
+}  // namespace
+
+const PackedLinear* LinearImpl::prepare(const torch::Tensor& x, LinearPath& path, KernelTrial& trial, bool& timed) {
   path = options.path();
+  timed = false;
   if (path == LinearPath::kAuto && x.is_cpu() && x.numel() > 0 &&
       (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble || x.scalar_type() == torch::kBool)) {
     // Decided here rather than in functional::linear so that the module can
     // report what it chose (the benchmark prints it).
     last_density_ = functional::density_of(x.contiguous());
     path = functional::choose_path(last_density_, options.event_crossover(), options.out_features());
+    if (options.time_kernels()) {
+      path = trial.choose(last_density_,
+                          functional::crossover_for(options.event_crossover(), options.out_features()), path, timed);
+    }
   }
   last_path_ = path;
   // (cuBLAS, kDense on a GPU, reads the weights as they are.)
@@ -538,12 +594,17 @@ const PackedLinear* LinearImpl::prepare(const torch::Tensor& x, LinearPath& path
 
 torch::Tensor LinearImpl::forward(const torch::Tensor& x) {
   LinearPath path = LinearPath::kAuto;
-  const PackedLinear* packed = prepare(x, path);
-  return functional::linear_with(x, weight, bias, grad_sums_, path, options.event_crossover(), packed);
+  bool timed = false;
+  const PackedLinear* packed = prepare(x, path, forward_trial_, timed);
+  torch::Tensor y;
+  timed_call(timed, forward_trial_, path, x.numel() / options.in_features(), [&] {
+    y = functional::linear_with(x, weight, bias, grad_sums_, path, options.event_crossover(), packed);
+  });
+  return y;
 }
 
 void LinearImpl::forward_steps(const torch::Tensor& x, const StepBlockFn& consume) {
-  const int64_t in = options.in_features(), out = options.out_features();
+  const int64_t in = options.in_features();
   if (x.dim() != 3 || x.size(2) != in) {
     throw Error("linear forward_steps: input must be [T, B, " + std::to_string(in) + "], got " +
                 c10::str(x.sizes()));
@@ -558,7 +619,14 @@ void LinearImpl::forward_steps(const torch::Tensor& x, const StepBlockFn& consum
   }
   if (x.numel() == 0) return;
   LinearPath path = LinearPath::kAuto;
-  const PackedLinear& packed = *prepare(x, path);
+  bool timed = false;
+  const PackedLinear& packed = *prepare(x, path, steps_trial_, timed);
+  timed_call(timed, steps_trial_, path, x.size(0) * x.size(1), [&] { steps_with(x, path, packed, consume); });
+}
+
+void LinearImpl::steps_with(const torch::Tensor& x, LinearPath path, const PackedLinear& packed,
+                            const StepBlockFn& consume) {
+  const int64_t in = options.in_features(), out = options.out_features();
   const bool event = path == LinearPath::kEvent;
   const bool spikes = x.scalar_type() == torch::kBool && event;
   const torch::Tensor xc = x.scalar_type() == torch::kBool && !event ? x.to(weight.scalar_type()) : x.contiguous();

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
@@ -146,10 +148,12 @@ TEST(Linear, DenseEventAndAutoPathsAgreeExactly) {
       dense->to(dtype);
       Linear event(LinearOptions(in, out).path(LinearPath::kEvent));
       event->to(dtype);
-      Linear automatic(LinearOptions(in, out));
+      Linear automatic(LinearOptions(in, out).time_kernels(false));  // the formula alone
       automatic->to(dtype);
+      Linear timed(LinearOptions(in, out));  // and timing both kernels near the crossover
+      timed->to(dtype);
       torch::NoGradGuard no_grad;
-      for (Linear* m : {&event, &automatic}) {
+      for (Linear* m : {&event, &automatic, &timed}) {
         (*m)->weight.copy_(dense->weight);
         (*m)->bias.copy_(dense->bias);
       }
@@ -164,6 +168,9 @@ TEST(Linear, DenseEventAndAutoPathsAgreeExactly) {
           EXPECT_TRUE(torch::equal(event->forward(x), ref)) << in << "x" << out << " p " << p;
           EXPECT_TRUE(torch::equal(automatic->forward(x), ref)) << in << "x" << out << " p " << p;
           EXPECT_EQ(automatic->last_path(), functional::choose_path(automatic->last_density(), kLinearEventCrossover, out));
+          for (int call = 0; call < 5; ++call) {  // through a trial, where one runs
+            EXPECT_TRUE(torch::equal(timed->forward(x), ref)) << in << "x" << out << " p " << p << " call " << call;
+          }
           for (CpuIsa isa : test::cpu_builds()) {
             test::CpuIsaScope scope(isa);
             const int b = static_cast<int>(isa);
@@ -214,6 +221,91 @@ TEST(Linear, AutoChoosesByMeasuredDensity) {
   EXPECT_EQ(functional::choose_path(0.3, 0.38, 1024), LinearPath::kEvent);
   EXPECT_EQ(functional::choose_path(0.3, 0.38, 10), LinearPath::kDense);
   EXPECT_THROW(Linear(LinearOptions(4, 3).event_crossover(1.5)), Error);
+}
+
+// kAuto near the crossover: each kernel timed twice, alternately, then the
+// faster (the best of its times) while the density stays within 25%; far
+// from the crossover, the formula's guess untimed.
+TEST(Linear, KernelTrialTimesBothKernelsNearTheCrossoverAndKeepsTheFaster) {
+  const LinearPath kE = LinearPath::kEvent, kD = LinearPath::kDense;
+  KernelTrial trial;
+  bool timed = true;
+  EXPECT_EQ(trial.choose(0.05, 0.3, kE, timed), kE);  // below crossover / 3
+  EXPECT_FALSE(timed);
+  EXPECT_EQ(trial.choose(0.95, 0.3, kD, timed), kD);  // above 3 crossover
+  EXPECT_FALSE(timed);
+  EXPECT_EQ(trial.choose(0.8, 0.3, kD, timed), kD);  // within 3 crossover, but above 0.75
+  EXPECT_FALSE(timed);
+  EXPECT_EQ(trial.choose(0.0, 0.0, kD, timed), kD);  // crossover 0: dense, as asked
+  EXPECT_FALSE(timed);
+  EXPECT_EQ(trial.density(), -1.0);
+  // Event-driven faster: 1.0 against 1.5 (a slow spell's 3.0 does not count).
+  const std::vector<std::pair<LinearPath, double>> runs{{kE, 1.0}, {kD, 2.0}, {kE, 3.0}, {kD, 1.5}};
+  for (const auto& [want, seconds] : runs) {
+    ASSERT_EQ(trial.choose(0.4, 0.3, kD, timed), want);
+    ASSERT_TRUE(timed);
+    trial.record(want, seconds);
+  }
+  EXPECT_EQ(trial.density(), 0.4);
+  for (double d : {0.4, 0.45, 0.32}) {  // within 25% of 0.4: the winner, untimed
+    EXPECT_EQ(trial.choose(d, 0.3, kD, timed), kE) << d;
+    EXPECT_FALSE(timed) << d;
+  }
+  EXPECT_EQ(trial.choose(0.05, 0.3, kE, timed), kE);  // out of the band: the guess; the trial stays
+  EXPECT_EQ(trial.choose(0.4, 0.3, kD, timed), kE);
+  EXPECT_FALSE(timed);
+  // The density moves by more than 25%: measured anew; dense faster there.
+  EXPECT_EQ(trial.choose(0.6, 0.3, kD, timed), kE);
+  EXPECT_TRUE(timed);
+  EXPECT_EQ(trial.density(), 0.6);
+  trial.record(kE, 2.0);
+  EXPECT_EQ(trial.choose(0.6, 0.3, kE, timed), kD);
+  trial.record(kD, 1.0);
+  EXPECT_EQ(trial.choose(0.6, 0.3, kE, timed), kE);
+  trial.record(kE, 2.0);
+  EXPECT_EQ(trial.choose(0.6, 0.3, kE, timed), kD);
+  trial.record(kD, 1.0);
+  EXPECT_EQ(trial.choose(0.6, 0.3, kE, timed), kD);
+  EXPECT_FALSE(timed);
+  EXPECT_THROW(trial.record(LinearPath::kAuto, 1.0), c10::Error);
+}
+
+// A layer runs the trial on its own calls: both kernels in turn on forward
+// and, separately, on forward_steps, with forward's values bit for bit;
+// time_kernels(false) leaves the formula's choice.
+TEST(Linear, LayerTimesBothKernelsOnItsFirstCallsNearTheCrossover) {
+  torch::manual_seed(8);
+  Linear fc(LinearOptions(784, 1024));
+  Linear formula(LinearOptions(784, 1024).time_kernels(false));
+  Linear dense(LinearOptions(784, 1024).path(LinearPath::kDense));
+  torch::NoGradGuard no_grad;
+  for (Linear* m : {&formula, &dense}) {
+    (*m)->weight.copy_(fc->weight);
+    (*m)->bias.copy_(fc->bias);
+  }
+  const torch::Tensor x = torch::rand({4, 16, 784}) < 0.4;  // near the formula's crossover
+  const torch::Tensor ref = dense->forward(x);
+  std::vector<LinearPath> paths;
+  for (int call = 0; call < 2 * KernelTrial::kRuns + 2; ++call) {
+    ASSERT_TRUE(torch::equal(fc->forward(x).view(torch::kInt), ref.view(torch::kInt))) << call;
+    paths.push_back(fc->last_path());
+    formula->forward(x);
+    EXPECT_EQ(formula->last_path(), functional::choose_path(formula->last_density(), kLinearEventCrossover, 1024));
+  }
+  const std::vector<LinearPath> trial{LinearPath::kEvent, LinearPath::kDense, LinearPath::kEvent, LinearPath::kDense};
+  EXPECT_TRUE(std::equal(trial.begin(), trial.end(), paths.begin()));
+  EXPECT_EQ(paths[4], paths[5]);  // the winner stays
+  // forward_steps has its own trial (its calls cost differently).
+  std::vector<LinearPath> step_paths;
+  for (int call = 0; call < 2 * KernelTrial::kRuns; ++call) {
+    torch::Tensor got = torch::empty_like(ref);
+    fc->forward_steps(x, [&](int64_t t, int64_t b0, int64_t b1, void* y) {
+      std::memcpy(got[t][b0].data_ptr<float>(), y, (b1 - b0) * 1024 * sizeof(float));
+    });
+    ASSERT_TRUE(torch::equal(got.view(torch::kInt), ref.view(torch::kInt))) << call;
+    step_paths.push_back(fc->last_path());
+  }
+  EXPECT_EQ(step_paths, trial);
 }
 
 // The packed weights are a cache: every change of the parameters (an

@@ -10,7 +10,8 @@
 /// +-0, which changes no value, so the choice is free to follow speed: by
 /// default each call measures the fraction of nonzero inputs and takes the
 /// event-driven kernel below a crossover measured on our CPUs
-/// (bench/linear_bench.cpp).
+/// (bench/linear_bench.cpp); near that crossover a layer times both
+/// kernels on its first calls and keeps the faster (KernelTrial).
 ///
 /// Why not torch::nn::Linear: BLAS GEMMs choose their kernels and summation
 /// order by matrix shape and thread count, so a sample's output changes in
@@ -78,6 +79,42 @@ struct LinearOptions {
   /// [0, 1]) below which the event-driven kernel runs. Default
   /// kLinearEventCrossover.
   TORCH_ARG(double, event_crossover) = kLinearEventCrossover;
+  /// kAuto near the crossover: time both kernels on the layer's first
+  /// calls and keep the faster (see KernelTrial). Default true; false
+  /// leaves the choice to the formula of functional::choose_path alone.
+  TORCH_ARG(bool, time_kernels) = true;
+};
+
+/// kAuto's measured choice for one layer and one way of calling it. Far
+/// from the crossover the formula of functional::choose_path is safe, but
+/// near it the kernels' relative speed depends on the CPU, on the layer's
+/// size against its caches and on the rows per call (on an AVX-512 Xeon
+/// the event-driven kernel stays faster up to 50% firing for wide layers,
+/// where the formula takes the dense one from 38%: 1.6x slower). So where
+/// the density lies within a factor 3 of the formula's crossover (and at
+/// most 0.75), the
+/// layer's first calls run each kernel kRuns times, alternately, timed,
+/// and the calls at about that density (within 25%) then take the faster;
+/// a density that moves further is measured again. The kernels give the
+/// same values (but the sign of an exactly zero output where the bias is
+/// -0), so only the speed depends on the timing.
+class KernelTrial {
+ public:
+  static constexpr int kRuns = 2;
+  /// The kernel for a call at `density` for a layer whose formula gives
+  /// `crossover` (functional::crossover_for) and chose `guess`; sets
+  /// `timed` when the call is one of the trial's, to be reported with
+  /// record().
+  LinearPath choose(double density, double crossover, LinearPath guess, bool& timed);
+  /// A timed call's kernel (kDense or kEvent) and its seconds per row.
+  void record(LinearPath path, double seconds_per_row);
+  /// The density the current trial measures at (-1: none yet).
+  double density() const { return density_; }
+
+ private:
+  double density_ = -1.0;
+  double best_[2] = {1e300, 1e300};  // seconds per row, dense and event
+  int runs_[2] = {0, 0};
 };
 
 /// Double-precision running sums of one layer's parameter gradients across
@@ -128,10 +165,14 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& weight, const 
 /// entries (whole rows of the last dimension, evenly spaced).
 double density_of(const torch::Tensor& x);
 
-/// kAuto's choice for an input of this density and a layer of `out`
-/// outputs: event-driven below crossover * (1 - c / ceil(out / 16)), with
+/// The density below which kAuto's formula takes the event-driven kernel
+/// for a layer of `out` outputs: crossover * (1 - c / ceil(out / 16)), with
 /// c = 0.84 where the CPU loops run their AVX-512 build (snn/core/cpu_isa.h)
 /// and 0.45 otherwise.
+double crossover_for(double crossover, int64_t out);
+
+/// kAuto's formula for an input of this density: event-driven below
+/// crossover_for(crossover, out).
 LinearPath choose_path(double density, double crossover, int64_t out);
 }  // namespace functional
 
@@ -175,12 +216,19 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   torch::Tensor bias;
 
  private:
-  /// Resolves kAuto on the CPU (measuring x) and returns the weights
-  /// packed for x's device (the cache), or null where the kernel reads the
-  /// weights as they are.
-  const PackedLinear* prepare(const torch::Tensor& x, LinearPath& path);
+  /// Resolves kAuto on the CPU (measuring x; `trial` is the KernelTrial of
+  /// the way of calling, and `timed` says whether to time the call for it)
+  /// and returns the weights packed for x's device (the cache), or null
+  /// where the kernel reads the weights as they are.
+  const PackedLinear* prepare(const torch::Tensor& x, LinearPath& path, KernelTrial& trial, bool& timed);
+  /// forward_steps' work once the kernel is chosen.
+  void steps_with(const torch::Tensor& x, LinearPath path, const PackedLinear& packed, const StepBlockFn& consume);
   c10::intrusive_ptr<LinearGradSums> grad_sums_;
   PackedLinear packed_;
+  // forward() and forward_steps() run the kernels differently (rows at once
+  // or blocks of a few steps; with and without the next layer's pass), so
+  // each has its own trial.
+  KernelTrial forward_trial_, steps_trial_;
   LinearPath last_path_ = LinearPath::kAuto;
   double last_density_ = -1.0;
 };
