@@ -30,6 +30,12 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what) { throw Error("graph: " + what); }
 
+}  // namespace
+
+// Named, not anonymous: GraphModel::Modules, a member of an exported class,
+// holds these (GCC warns of a member whose type has internal linkage).
+namespace graph_modules {
+
 // A Delay of d steps: its output at step t is its input at t - d (zeros
 // before). State: the last d inputs [d, B, ...], so blocks of any K agree.
 class DelayLineImpl : public torch::nn::Module, public Temporal {
@@ -112,6 +118,11 @@ class DropoutImpl : public torch::nn::Module, public Temporal {
   torch::Tensor samples_;
 };
 TORCH_MODULE(Dropout);
+}  // namespace graph_modules
+using graph_modules::DelayLine;
+using graph_modules::Dropout;
+
+namespace {
 
 // A seed of its own per node: the network's, mixed with the node's name (FNV-1a).
 uint64_t node_seed(uint64_t seed, const std::string& name) {
@@ -276,9 +287,11 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
     case NodeKind::kAvgPool2d: {
       const auto& is = shapes.input.at(n.name);
       const torch::Tensor x = in.reshape({K * B, is[0], is[1], is[2]});
-      auto o = torch::nn::functional::AvgPool2dFuncOptions(n.kernel_size).stride(n.stride).padding(n.padding).count_include_pad(true);
-      if (n.kind == NodeKind::kSumPool2d) o.divisor_override(1);
-      return torch::nn::functional::avg_pool2d(x, o).reshape(with_time(K, B, out_shape));
+      // A sum pool is an average whose divisor is 1.
+      const std::optional<int64_t> divisor = n.kind == NodeKind::kSumPool2d ? std::optional<int64_t>(1) : std::nullopt;
+      return torch::avg_pool2d(x, n.kernel_size, n.stride, n.padding, /*ceil_mode=*/false, /*count_include_pad=*/true,
+                               divisor)
+          .reshape(with_time(K, B, out_shape));
     }
     case NodeKind::kMaxPool2d: {
       const auto& is = shapes.input.at(n.name);
