@@ -512,7 +512,7 @@ void LinearImpl::reset() {
   }
 }
 
-LinearPath KernelTrial::choose(double density, double crossover, LinearPath guess, bool& timed) {
+LinearPath KernelTrial::choose(double density, int64_t rows, double crossover, LinearPath guess, bool& timed) {
   timed = false;
   // Far from the crossover (or with none: a crossover of 0 asks for the
   // dense kernel) the formula is safe, and timing would only cost. Above
@@ -520,24 +520,37 @@ LinearPath KernelTrial::choose(double density, double crossover, LinearPath gues
   // the dense one does and lists them first, was never the faster (it
   // reaches the dense kernel's time near 60% on the CPU where it does best).
   if (!(crossover > 0.0 && density >= crossover / 3.0 && density <= std::min(0.75, 3.0 * crossover))) return guess;
-  if (!(std::abs(density - density_) <= 0.25 * density_)) {
-    // The first call near the crossover, or the density has moved: the
-    // kernels' costs grow differently with it, so measure again here.
-    *this = KernelTrial{};
-    density_ = density;
+  // The kernels' costs grow differently with the density, and with the
+  // rows per call (weights read once per block of rows): a trial per bin.
+  const int d = static_cast<int>(std::floor(std::log(density) / std::log(1.25)));
+  const int r = static_cast<int>(std::floor(std::log2(static_cast<double>(std::max<int64_t>(1, rows)))));
+  size_t b = 0;
+  while (b < bins_.size() && !(bins_[b].density == d && bins_[b].rows == r)) ++b;
+  if (b == bins_.size()) {
+    if (bins_.size() == kMaxBins) {
+      bins_.clear();
+      b = 0;
+    }
+    bins_.push_back(Bin{d, r});
   }
-  if (runs_[0] >= kRuns && runs_[1] >= kRuns) return best_[1] <= best_[0] ? LinearPath::kEvent : LinearPath::kDense;
+  const Bin& bin = bins_[b];
+  if (bin.runs[0] >= kRuns && bin.runs[1] >= kRuns) {
+    return bin.best[1] <= bin.best[0] ? LinearPath::kEvent : LinearPath::kDense;
+  }
   timed = true;
+  timed_ = b;
   // Alternately, event-driven first: a slow spell of the machine (seconds
   // on a VM) then tends to hit both kernels alike.
-  return runs_[1] <= runs_[0] ? LinearPath::kEvent : LinearPath::kDense;
+  return bin.runs[1] <= bin.runs[0] ? LinearPath::kEvent : LinearPath::kDense;
 }
 
 void KernelTrial::record(LinearPath path, double seconds_per_row) {
   TORCH_CHECK(path == LinearPath::kDense || path == LinearPath::kEvent, "KernelTrial::record: a kernel, got kAuto");
+  TORCH_CHECK(timed_ < bins_.size(), "KernelTrial::record: no call is being timed");
+  Bin& bin = bins_[timed_];
   const int k = path == LinearPath::kEvent ? 1 : 0;
-  best_[k] = std::min(best_[k], seconds_per_row);
-  ++runs_[k];
+  bin.best[k] = std::min(bin.best[k], seconds_per_row);
+  ++bin.runs[k];
 }
 
 namespace {
@@ -567,7 +580,7 @@ const PackedLinear* LinearImpl::prepare(const torch::Tensor& x, LinearPath& path
     last_density_ = functional::density_of(x.contiguous());
     path = functional::choose_path(last_density_, options.event_crossover(), options.out_features());
     if (options.time_kernels()) {
-      path = trial.choose(last_density_,
+      path = trial.choose(last_density_, x.numel() / options.in_features(),
                           functional::crossover_for(options.event_crossover(), options.out_features()), path, timed);
     }
   }

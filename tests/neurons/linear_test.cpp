@@ -224,48 +224,53 @@ TEST(Linear, AutoChoosesByMeasuredDensity) {
 }
 
 // kAuto near the crossover: each kernel timed twice, alternately, then the
-// faster (the best of its times) while the density stays within 25%; far
-// from the crossover, the formula's guess untimed.
+// faster (the best of its times), per bin of density (25% wide) and rows
+// per call (a factor 2); far from the crossover, the formula's guess untimed.
 TEST(Linear, KernelTrialTimesBothKernelsNearTheCrossoverAndKeepsTheFaster) {
   const LinearPath kE = LinearPath::kEvent, kD = LinearPath::kDense;
   KernelTrial trial;
   bool timed = true;
-  EXPECT_EQ(trial.choose(0.05, 0.3, kE, timed), kE);  // below crossover / 3
+  EXPECT_EQ(trial.choose(0.05, 640, 0.3, kE, timed), kE);  // below crossover / 3
   EXPECT_FALSE(timed);
-  EXPECT_EQ(trial.choose(0.95, 0.3, kD, timed), kD);  // above 3 crossover
+  EXPECT_EQ(trial.choose(0.95, 640, 0.3, kD, timed), kD);  // above 3 crossover
   EXPECT_FALSE(timed);
-  EXPECT_EQ(trial.choose(0.8, 0.3, kD, timed), kD);  // within 3 crossover, but above 0.75
+  EXPECT_EQ(trial.choose(0.8, 640, 0.3, kD, timed), kD);  // within 3 crossover, but above 0.75
   EXPECT_FALSE(timed);
-  EXPECT_EQ(trial.choose(0.0, 0.0, kD, timed), kD);  // crossover 0: dense, as asked
+  EXPECT_EQ(trial.choose(0.0, 640, 0.0, kD, timed), kD);  // crossover 0: dense, as asked
   EXPECT_FALSE(timed);
-  EXPECT_EQ(trial.density(), -1.0);
+  EXPECT_EQ(trial.bins(), 0u);
+  EXPECT_THROW(trial.record(kE, 1.0), c10::Error);  // nothing being timed
   // Event-driven faster: 1.0 against 1.5 (a slow spell's 3.0 does not count).
   const std::vector<std::pair<LinearPath, double>> runs{{kE, 1.0}, {kD, 2.0}, {kE, 3.0}, {kD, 1.5}};
   for (const auto& [want, seconds] : runs) {
-    ASSERT_EQ(trial.choose(0.4, 0.3, kD, timed), want);
+    ASSERT_EQ(trial.choose(0.4, 640, 0.3, kD, timed), want);
     ASSERT_TRUE(timed);
     trial.record(want, seconds);
   }
-  EXPECT_EQ(trial.density(), 0.4);
-  for (double d : {0.4, 0.45, 0.32}) {  // within 25% of 0.4: the winner, untimed
-    EXPECT_EQ(trial.choose(d, 0.3, kD, timed), kE) << d;
-    EXPECT_FALSE(timed) << d;
+  for (const auto& [d, rows] : std::vector<std::pair<double, int64_t>>{{0.4, 640}, {0.34, 640}, {0.4, 1000}}) {
+    EXPECT_EQ(trial.choose(d, rows, 0.3, kD, timed), kE) << d << " " << rows;  // the same bin: the winner, untimed
+    EXPECT_FALSE(timed) << d << " " << rows;
   }
-  EXPECT_EQ(trial.choose(0.05, 0.3, kE, timed), kE);  // out of the band: the guess; the trial stays
-  EXPECT_EQ(trial.choose(0.4, 0.3, kD, timed), kE);
-  EXPECT_FALSE(timed);
-  // The density moves by more than 25%: measured anew; dense faster there.
-  EXPECT_EQ(trial.choose(0.6, 0.3, kD, timed), kE);
+  EXPECT_EQ(trial.bins(), 1u);
+  // Another bin of rows (the weights are read once per block of rows): its own trial.
+  EXPECT_EQ(trial.choose(0.4, 64, 0.3, kD, timed), kE);
   EXPECT_TRUE(timed);
-  EXPECT_EQ(trial.density(), 0.6);
-  trial.record(kE, 2.0);
-  EXPECT_EQ(trial.choose(0.6, 0.3, kE, timed), kD);
-  trial.record(kD, 1.0);
-  EXPECT_EQ(trial.choose(0.6, 0.3, kE, timed), kE);
-  trial.record(kE, 2.0);
-  EXPECT_EQ(trial.choose(0.6, 0.3, kE, timed), kD);
-  trial.record(kD, 1.0);
-  EXPECT_EQ(trial.choose(0.6, 0.3, kE, timed), kD);
+  trial.record(kE, 1.0);
+  EXPECT_EQ(trial.bins(), 2u);
+  // A density that moves back and forth between two bins (0.3 and 0.45):
+  // each bin finishes its own trial; the dense kernel faster at 0.45.
+  for (int call = 0; call < 2 * 2 * KernelTrial::kRuns; ++call) {
+    const bool high = call % 2 == 1;
+    const LinearPath got = trial.choose(high ? 0.45 : 0.3, 640, 0.3, kD, timed);
+    ASSERT_TRUE(timed) << call;
+    EXPECT_EQ(got, call / 2 % 2 == 0 ? kE : kD) << call;  // each bin alternates, event first
+    trial.record(got, high ? (got == kE ? 2.0 : 1.0) : (got == kE ? 1.0 : 2.0));
+  }
+  EXPECT_EQ(trial.choose(0.3, 640, 0.3, kD, timed), kE);
+  EXPECT_FALSE(timed);
+  EXPECT_EQ(trial.choose(0.45, 640, 0.3, kE, timed), kD);
+  EXPECT_FALSE(timed);
+  EXPECT_EQ(trial.choose(0.4, 640, 0.3, kD, timed), kE);  // the first bin kept its result
   EXPECT_FALSE(timed);
   EXPECT_THROW(trial.record(LinearPath::kAuto, 1.0), c10::Error);
 }

@@ -36,6 +36,7 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <vector>
 
 namespace snn {
 
@@ -45,7 +46,7 @@ namespace snn {
 /// nonzero inputs and gives the CPU's values bit for bit; kDense is cuBLAS
 /// (its own summation order, so values may differ in the last bits).
 enum class LinearPath {
-  kAuto,   ///< event-driven below the crossover input density, else dense
+  kAuto,   ///< event-driven below the crossover input density, else dense; near it the faster as timed (KernelTrial)
   kDense,  ///< every input, register-tiled
   kEvent,  ///< only the nonzero inputs (spikes) of each row
 };
@@ -76,7 +77,8 @@ struct LinearOptions {
   /// CPU kernel of the forward product. Default kAuto.
   TORCH_ARG(LinearPath, path) = LinearPath::kAuto;
   /// kAuto's crossover: input density (fraction of nonzero inputs, in
-  /// [0, 1]) below which the event-driven kernel runs. Default
+  /// [0, 1]) below which the event-driven kernel runs (near it, with
+  /// time_kernels, the faster of the two as timed). Default
   /// kLinearEventCrossover.
   TORCH_ARG(double, event_crossover) = kLinearEventCrossover;
   /// kAuto near the crossover: time both kernels on the layer's first
@@ -92,29 +94,40 @@ struct LinearOptions {
 /// the event-driven kernel stays faster up to 50% firing for wide layers,
 /// where the formula takes the dense one from 38%: 1.6x slower). So where
 /// the density lies within a factor 3 of the formula's crossover (and at
-/// most 0.75), the
-/// layer's first calls run each kernel kRuns times, alternately, timed,
-/// and the calls at about that density (within 25%) then take the faster;
-/// a density that moves further is measured again. The kernels give the
-/// same values (but the sign of an exactly zero output where the bias is
-/// -0), so only the speed depends on the timing.
+/// most 0.75), each kernel runs kRuns times, alternately, timed, on the
+/// layer's first calls of about that density (a bin 25% wide) and about
+/// that many rows (a factor 2), and later such calls take the faster. A
+/// few bins are kept, so a density that moves back and forth (hidden
+/// layers after a reset, one step at a time in a graph's cycle) keeps its
+/// results. The kernels give the same values but for the sign of an
+/// exactly zero output where the bias is -0 and for non-finite weights
+/// (the dense kernel multiplies them by the zero inputs, the event-driven
+/// one skips those), so only there does the result depend on timing
+/// (LinearOptions::time_kernels(false) keeps the formula's choice). Not
+/// synchronised: a layer is called from one thread at a time (a pipeline
+/// stage owns its layers). A clone (Cloneable) starts with the same results.
 class KernelTrial {
  public:
   static constexpr int kRuns = 2;
-  /// The kernel for a call at `density` for a layer whose formula gives
-  /// `crossover` (functional::crossover_for) and chose `guess`; sets
-  /// `timed` when the call is one of the trial's, to be reported with
-  /// record().
-  LinearPath choose(double density, double crossover, LinearPath guess, bool& timed);
-  /// A timed call's kernel (kDense or kEvent) and its seconds per row.
+  /// The kernel for a call at `density` over `rows` rows, for a layer whose
+  /// formula gives `crossover` (functional::crossover_for) and chose
+  /// `guess`; sets `timed` when the call is one of a trial's, to be
+  /// reported with record().
+  LinearPath choose(double density, int64_t rows, double crossover, LinearPath guess, bool& timed);
+  /// The timed call's kernel (kDense or kEvent) and its seconds per row.
   void record(LinearPath path, double seconds_per_row);
-  /// The density the current trial measures at (-1: none yet).
-  double density() const { return density_; }
+  /// The bins measured or being measured.
+  size_t bins() const { return bins_.size(); }
 
  private:
-  double density_ = -1.0;
-  double best_[2] = {1e300, 1e300};  // seconds per row, dense and event
-  int runs_[2] = {0, 0};
+  static constexpr size_t kMaxBins = 32;  // then all are measured anew
+  struct Bin {
+    int density = 0, rows = 0;         // log1.25(density), log2(rows)
+    double best[2] = {1e300, 1e300};   // seconds per row, dense and event
+    int runs[2] = {0, 0};
+  };
+  std::vector<Bin> bins_;
+  size_t timed_ = 0;  // the bin of the call being timed
 };
 
 /// Double-precision running sums of one layer's parameter gradients across
