@@ -17,7 +17,7 @@
 
 namespace snn::encoders::detail::SNN_ISA {
 
-// The blocks of 8 consecutive groups g0 .. g0+7: w[j][l] = word j of group g0 + l.
+// The blocks of 8 consecutive groups g0 .. g0+7: w[j 8 + l] = word j of group g0 + l.
 #if defined(__AVX2__)
 // AVX2: the 8 groups in the 8 lanes. GCC's own vectorisation of the 32x32->64
 // products is poor, so the rounds are written with vpmuludq on the even and
@@ -34,7 +34,7 @@ inline __m256i mulhi_lo(__m256i a, __m256i m, __m256i* lo) {
 // keep the multiplier busy where one alone would mostly wait for it.
 template <int N>
 inline void philox_tiles8(uint64_t seed, uint64_t sample, uint32_t step, const uint32_t (&g0)[N],
-                          uint32_t (&w)[N][4][kGroupsPerTile]) {
+                          uint32_t (&w)[N][kTile]) {
   __m256i c0[N], c1[N], c2[N], c3[N];
   for (int i = 0; i < N; ++i) {
     c0[i] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(g0[i])), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
@@ -62,10 +62,10 @@ inline void philox_tiles8(uint64_t seed, uint64_t sample, uint32_t step, const u
     }
   }
   for (int i = 0; i < N; ++i) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[i][0]), c0[i]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[i][1]), c1[i]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[i][2]), c2[i]);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[i][3]), c3[i]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[i] + 0 * kGroupsPerTile), c0[i]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[i] + 1 * kGroupsPerTile), c1[i]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[i] + 2 * kGroupsPerTile), c2[i]);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[i] + 3 * kGroupsPerTile), c3[i]);
   }
 }
 
@@ -86,7 +86,7 @@ inline __m512i mulhi_lo(__m512i a, __m512i m, __m512i* lo) {
 
 template <int N>
 inline void philox_tiles(uint64_t seed, uint64_t sample, uint32_t step, const uint32_t (&g0)[N],
-                         uint32_t (&w)[N][4][kGroupsPerTile]) {
+                         uint32_t (&w)[N][kTile]) {
   if constexpr (N % 2 != 0) {
     philox_tiles8<N>(seed, sample, step, g0, w);
   } else {
@@ -123,8 +123,9 @@ inline void philox_tiles(uint64_t seed, uint64_t sample, uint32_t step, const ui
     for (int i = 0; i < P; ++i) {
       const __m512i c[4] = {c0[i], c1[i], c2[i], c3[i]};
       for (int j = 0; j < 4; ++j) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[2 * i][j]), _mm512_castsi512_si256(c[j]));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[2 * i + 1][j]), _mm512_extracti64x4_epi64(c[j], 1));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[2 * i] + j * kGroupsPerTile), _mm512_castsi512_si256(c[j]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[2 * i + 1] + j * kGroupsPerTile),
+                            _mm512_extracti64x4_epi64(c[j], 1));
       }
     }
   }
@@ -133,33 +134,32 @@ inline void philox_tiles(uint64_t seed, uint64_t sample, uint32_t step, const ui
 #else
 template <int N>
 inline void philox_tiles(uint64_t seed, uint64_t sample, uint32_t step, const uint32_t (&g0)[N],
-                         uint32_t (&w)[N][4][kGroupsPerTile]) {
+                         uint32_t (&w)[N][kTile]) {
   philox_tiles8<N>(seed, sample, step, g0, w);
 }
 #endif
 #else
 template <int N>
 inline void philox_tiles(uint64_t seed, uint64_t sample, uint32_t step, const uint32_t (&g0)[N],
-                         uint32_t (&w)[N][4][kGroupsPerTile]) {
+                         uint32_t (&w)[N][kTile]) {
   for (int i = 0; i < N; ++i) {
     for (int64_t l = 0; l < kGroupsPerTile; ++l) {
       const Philox4x32 r = draw_group(seed, sample, step, g0[i] + static_cast<uint32_t>(l));
-      for (int j = 0; j < 4; ++j) w[i][j][l] = r.v[j];
+      for (int j = 0; j < 4; ++j) w[i][j * kGroupsPerTile + l] = r.v[j];
     }
   }
 }
 #endif
 
-// Spikes of one tile from its Philox words. Word j of group l is element
-// j kGroupsPerTile + l (philox.h), so the words in memory order are the
-// tile's elements in order: one loop over the 32 (two AVX-512 vectors; as
-// 4 loops of 8 it left the encoder at 1.4 ns per element whatever the
+// Spikes of one tile from its Philox words, stored word j of group l at
+// j kGroupsPerTile + l: that is the element the word draws for (philox.h),
+// so one loop over the 32 elements in order (two AVX-512 vectors; as 4
+// loops of 8 it left the encoder at 1.4 ns per element whatever the
 // rounds' width).
 template <typename T, typename S>
-inline void spike_tile(const uint32_t (&w)[4][kGroupsPerTile], const T* __restrict__ p, T scale, S* __restrict__ out) {
-  const uint32_t* __restrict__ words = &w[0][0];
+inline void spike_tile(const uint32_t (&w)[kTile], const T* __restrict__ p, T scale, S* __restrict__ out) {
 #pragma omp simd
-  for (int64_t e = 0; e < kTile; ++e) out[e] = static_cast<S>(static_cast<T>(uniform01(words[e])) < p[e] * scale);
+  for (int64_t e = 0; e < kTile; ++e) out[e] = static_cast<S>(static_cast<T>(uniform01(w[e])) < p[e] * scale);
 }
 
 // Spikes of the N tiles k[0..N-1] of one sample at one step (p and out at
@@ -167,7 +167,7 @@ inline void spike_tile(const uint32_t (&w)[4][kGroupsPerTile], const T* __restri
 template <int N, typename T, typename S>
 inline void draw_tiles(const PoissonArgs<T, S>& a, uint64_t sample, uint32_t step, const int64_t* k,
                        const T* __restrict__ p, S* __restrict__ out) {
-  uint32_t w[N][4][kGroupsPerTile];
+  uint32_t w[N][kTile];  // tile i's word j of group l at w[i][j kGroupsPerTile + l]
   uint32_t g[N];
   for (int i = 0; i < N; ++i) g[i] = static_cast<uint32_t>(k[i] * kGroupsPerTile);
   philox_tiles<N>(a.seed, sample, step, g, w);
@@ -239,7 +239,7 @@ void poisson_range(const PoissonArgs<T, S>& a, int64_t b0, int64_t b1) {
       if (rest > 0) {
         if (pad_live) {
           const int64_t k = tiles;
-          uint32_t w[1][4][kGroupsPerTile];
+          uint32_t w[1][kTile];
           const uint32_t g[1] = {static_cast<uint32_t>(k * kGroupsPerTile)};
           philox_tiles<1>(a.seed, sample, step, g, w);
           spike_tile(w[0], p_pad, scale, out_pad);
