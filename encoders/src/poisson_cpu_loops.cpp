@@ -28,39 +28,68 @@ inline __m256i mulhi_lo(__m256i a, __m256i m, __m256i* lo) {
   *lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
   return _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
 }
+inline __m256i vxor(__m256i a, __m256i b) { return _mm256_xor_si256(a, b); }
+inline void splat(uint32_t x, __m256i* v) { *v = _mm256_set1_epi32(static_cast<int>(x)); }
 
-// The blocks of N tiles at once (tile i: groups g0[i] .. g0[i]+7): each
-// round's multiplies wait for the last round's, so N independent chains
-// keep the multiplier busy where one alone would mostly wait for it.
+#if defined(__AVX512F__)
+// GCC 12's AVX-512 intrinsics (vpmuludq, shifts, inserts) start from
+// _mm512_undefined_epi32(), which -Wmaybe-uninitialized reports when they
+// are inlined (a false alarm, as in conv2d_loops.cpp).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// AVX-512: the same on 16 lanes.
+inline __m512i mulhi_lo(__m512i a, __m512i m, __m512i* lo) {
+  const __m512i even = _mm512_mul_epu32(a, m);
+  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(m, 32));
+  *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
+  return _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
+}
+inline __m512i vxor(__m512i a, __m512i b) { return _mm512_xor_si512(a, b); }
+inline void splat(uint32_t x, __m512i* v) { *v = _mm512_set1_epi32(static_cast<int>(x)); }
+#endif
+
+// Philox4x32-10's rounds on P vectors of blocks, counters in (c0..c3),
+// words out. Each round's multiplies wait for the last round's, so P
+// independent chains keep the multiplier busy where one alone would mostly
+// wait for it.
+template <typename V, int P>
+inline void philox_rounds(uint64_t seed, V (&c0)[P], V (&c1)[P], V (&c2)[P], V (&c3)[P]) {
+  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
+  V m0, m1, kk0, kk1;
+  splat(0xD2511F53u, &m0);
+  splat(0xCD9E8D57u, &m1);
+  for (int r = 0; r < 10; ++r) {
+    if (r > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    splat(k0, &kk0);
+    splat(k1, &kk1);
+    for (int i = 0; i < P; ++i) {
+      V lo0, lo1;
+      const V hi0 = mulhi_lo(c0[i], m0, &lo0);
+      const V hi1 = mulhi_lo(c2[i], m1, &lo1);
+      c0[i] = vxor(vxor(hi1, c1[i]), kk0);
+      c2[i] = vxor(vxor(hi0, c3[i]), kk1);
+      c1[i] = lo1;
+      c3[i] = lo0;
+    }
+  }
+}
+
+// The blocks of N tiles at once, tile i (groups g0[i] .. g0[i]+7) in the 8
+// lanes of its own vector.
 template <int N>
 inline void philox_tiles8(uint64_t seed, uint64_t sample, uint32_t step, const uint32_t (&g0)[N],
                           uint32_t (&w)[N][kTile]) {
   __m256i c0[N], c1[N], c2[N], c3[N];
   for (int i = 0; i < N; ++i) {
     c0[i] = _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(g0[i])), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-    c1[i] = _mm256_set1_epi32(static_cast<int>(step));
-    c2[i] = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(sample)));
-    c3[i] = _mm256_set1_epi32(static_cast<int>(static_cast<uint32_t>(sample >> 32)));
+    splat(step, &c1[i]);
+    splat(static_cast<uint32_t>(sample), &c2[i]);
+    splat(static_cast<uint32_t>(sample >> 32), &c3[i]);
   }
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  const __m256i m0 = _mm256_set1_epi32(static_cast<int>(0xD2511F53u));
-  const __m256i m1 = _mm256_set1_epi32(static_cast<int>(0xCD9E8D57u));
-  for (int r = 0; r < 10; ++r) {
-    if (r > 0) {
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-    const __m256i kk0 = _mm256_set1_epi32(static_cast<int>(k0)), kk1 = _mm256_set1_epi32(static_cast<int>(k1));
-    for (int i = 0; i < N; ++i) {
-      __m256i lo0, lo1;
-      const __m256i hi0 = mulhi_lo(c0[i], m0, &lo0);
-      const __m256i hi1 = mulhi_lo(c2[i], m1, &lo1);
-      c0[i] = _mm256_xor_si256(_mm256_xor_si256(hi1, c1[i]), kk0);
-      c2[i] = _mm256_xor_si256(_mm256_xor_si256(hi0, c3[i]), kk1);
-      c1[i] = lo1;
-      c3[i] = lo0;
-    }
-  }
+  philox_rounds(seed, c0, c1, c2, c3);
   for (int i = 0; i < N; ++i) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[i] + 0 * kGroupsPerTile), c0[i]);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(w[i] + 1 * kGroupsPerTile), c1[i]);
@@ -70,20 +99,8 @@ inline void philox_tiles8(uint64_t seed, uint64_t sample, uint32_t step, const u
 }
 
 #if defined(__AVX512F__)
-// GCC 12's AVX-512 intrinsics (vpmuludq, shifts, inserts) start from
-// _mm512_undefined_epi32(), which -Wmaybe-uninitialized reports when they
-// are inlined (a false alarm, as in conv2d_loops.cpp).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// AVX-512: tiles 2i and 2i + 1 in the low and high 8 lanes of one vector,
-// the same rounds on twice the lanes (vpmuludq and the blends as above).
-inline __m512i mulhi_lo(__m512i a, __m512i m, __m512i* lo) {
-  const __m512i even = _mm512_mul_epu32(a, m);
-  const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(a, 32), _mm512_srli_epi64(m, 32));
-  *lo = _mm512_mask_blend_epi32(0xAAAA, even, _mm512_slli_epi64(odd, 32));
-  return _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(even, 32), odd);
-}
-
+// AVX-512: tiles 2i and 2i + 1 in the low and high 8 lanes of one vector
+// (an odd N's last tile alone, 8 lanes).
 template <int N>
 inline void philox_tiles(uint64_t seed, uint64_t sample, uint32_t step, const uint32_t (&g0)[N],
                          uint32_t (&w)[N][kTile]) {
@@ -97,29 +114,11 @@ inline void philox_tiles(uint64_t seed, uint64_t sample, uint32_t step, const ui
       const __m512i base = _mm512_inserti64x4(_mm512_set1_epi32(static_cast<int>(g0[2 * i])),
                                               _mm256_set1_epi32(static_cast<int>(g0[2 * i + 1])), 1);
       c0[i] = _mm512_add_epi32(base, lane);
-      c1[i] = _mm512_set1_epi32(static_cast<int>(step));
-      c2[i] = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(sample)));
-      c3[i] = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(sample >> 32)));
+      splat(step, &c1[i]);
+      splat(static_cast<uint32_t>(sample), &c2[i]);
+      splat(static_cast<uint32_t>(sample >> 32), &c3[i]);
     }
-    uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-    const __m512i m0 = _mm512_set1_epi32(static_cast<int>(0xD2511F53u));
-    const __m512i m1 = _mm512_set1_epi32(static_cast<int>(0xCD9E8D57u));
-    for (int r = 0; r < 10; ++r) {
-      if (r > 0) {
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
-      }
-      const __m512i kk0 = _mm512_set1_epi32(static_cast<int>(k0)), kk1 = _mm512_set1_epi32(static_cast<int>(k1));
-      for (int i = 0; i < P; ++i) {
-        __m512i lo0, lo1;
-        const __m512i hi0 = mulhi_lo(c0[i], m0, &lo0);
-        const __m512i hi1 = mulhi_lo(c2[i], m1, &lo1);
-        c0[i] = _mm512_xor_si512(_mm512_xor_si512(hi1, c1[i]), kk0);
-        c2[i] = _mm512_xor_si512(_mm512_xor_si512(hi0, c3[i]), kk1);
-        c1[i] = lo1;
-        c3[i] = lo0;
-      }
-    }
+    philox_rounds(seed, c0, c1, c2, c3);
     for (int i = 0; i < P; ++i) {
       const __m512i c[4] = {c0[i], c1[i], c2[i], c3[i]};
       for (int j = 0; j < 4; ++j) {
@@ -137,7 +136,7 @@ inline void philox_tiles(uint64_t seed, uint64_t sample, uint32_t step, const ui
                          uint32_t (&w)[N][kTile]) {
   philox_tiles8<N>(seed, sample, step, g0, w);
 }
-#endif
+#endif  // __AVX512F__
 #else
 template <int N>
 inline void philox_tiles(uint64_t seed, uint64_t sample, uint32_t step, const uint32_t (&g0)[N],
