@@ -43,42 +43,6 @@ inline __attribute__((always_inline)) void add_row(T* a, const T* w, T x, int64_
   }
 }
 
-#ifdef __AVX512F__
-// GCC 12's AVX-512 shuffle intrinsics start from _mm512_undefined_ps(), which
-// -Wmaybe-uninitialized reports when they are inlined (a false alarm).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-// y[o0 + j, l0 + i] = acc[(l0 + i) W + o0 + j] for i, j < 16: a 16 x 16
-// block transposed in registers (unpack, then shuffles within and across
-// 128-bit lanes), 32 vector moves where the element loop makes 512 scalar
-// ones. Data movement only: the values are the element loop's.
-inline __attribute__((always_inline)) void transpose_block(const float* acc, int64_t W, float* y, int64_t positions) {
-  __m512 r[16], t[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(acc + i * W);
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int h = 0; h < 16; h += 8) {
-    for (int i = 0; i < 4; ++i) {
-      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
-    }
-  }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
-  for (int j = 0; j < 16; ++j) _mm512_storeu_ps(y + j * positions, r[j]);
-}
-#pragma GCC diagnostic pop
-#endif
 
 // One image: x [Cin H W] to y [Cout, OH OW]; acc has OH OW x TW entries,
 // idx and val Cin H W each.

@@ -16,6 +16,7 @@
 
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
+#include "window_geometry.h"
 
 namespace snn {
 namespace neurons::detail {
@@ -23,6 +24,10 @@ namespace neurons::detail {
   namespace isa {                                                                                          \
   template <typename T>                                                                                    \
   void max_pool_2x2(const T* x, T* y, uint8_t* idx, int64_t H, int64_t W, int64_t p0, int64_t p1);         \
+  template <typename T>                                                                                    \
+  void im2rows_images(const T* x, T* rows, const WindowGeometry& g, int64_t n0, int64_t n1);               \
+  template <typename T>                                                                                    \
+  void rows2im_images(const T* grows, T* gx, const WindowGeometry& g, int64_t n0, int64_t n1);             \
   }
 SNN_DECLARE_MAX_POOL_2X2(base)
 SNN_DECLARE_MAX_POOL_2X2(avx2)
@@ -43,12 +48,10 @@ bool kernel_dtype(const torch::Tensor& x) {
 
 // The sizes of one window operation, as plain numbers for the loops and
 // for saved_data.
-struct Geometry {
-  int64_t N, C, H, W, OH, OW, KH, KW, sH, sW, pH, pW, dH = 1, dW = 1;
-
+struct Geometry : neurons::detail::WindowGeometry {
   std::vector<int64_t> list() const { return {N, C, H, W, OH, OW, KH, KW, sH, sW, pH, pW, dH, dW}; }
   static Geometry of(const std::vector<int64_t>& v) {
-    return {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13]};
+    return {{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10], v[11], v[12], v[13]}};
   }
 };
 
@@ -161,113 +164,8 @@ struct MaxPoolFunction : torch::autograd::Function<MaxPoolFunction> {
 };
 
 // --- im2col rows -------------------------------------------------------------
-
-// dst [cols, rows] = src [rows, cols] transposed, in 16 x 16 tiles so that
-// both sides stay within cache lines.
-template <typename T>
-void transpose(const T* src, T* dst, int64_t rows, int64_t cols) {
-  constexpr int64_t kTile = 16;
-  for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-    const int64_t r1 = std::min(rows, r0 + kTile);
-    for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-      const int64_t c1 = std::min(cols, c0 + kTile);
-      for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t c = c0; c < c1; ++c) dst[c * rows + r] = src[r * cols + c];
-      }
-    }
-  }
-}
-
-// The output columns [ox0, ox1) whose tap at x offset off_x (kx dW - pW)
-// lands inside the image's W columns: 0 <= ox sW + off_x < W. Empty (ox0 ==
-// ox1) when the tap lies in the padding of every window.
-std::pair<int64_t, int64_t> tap_columns(int64_t off_x, const Geometry& g) {
-  if (off_x > g.W - 1) return {0, 0};
-  const int64_t ox0 = std::min(g.OW, off_x >= 0 ? int64_t{0} : (-off_x + g.sW - 1) / g.sW);
-  return {ox0, std::max(ox0, std::min(g.OW, (g.W - 1 - off_x) / g.sW + 1))};
-}
-
-// The rows of images [n0, n1): each window (oy, ox) as one row of F = C KH
-// KW. Built as columns [F, L] first (column f = (c KH + ky) KW + kx: tap
-// (ky, kx) of channel c in every window, contiguous copies of the input's
-// rows at stride 1), then transposed in 16 x 16 tiles: the same values as
-// filling each row element by element, faster.
-template <typename T>
-void rows_forward(const T* x, T* rows, const Geometry& g, int64_t n0, int64_t n1) {
-  const int64_t F = g.C * g.KH * g.KW, L = g.OH * g.OW;
-  std::vector<T> cols(static_cast<size_t>(F * L));
-  for (int64_t n = n0; n < n1; ++n) {
-    for (int64_t c = 0; c < g.C; ++c) {
-      const T* plane = x + (n * g.C + c) * g.H * g.W;
-      for (int64_t ky = 0; ky < g.KH; ++ky) {
-        for (int64_t kx = 0; kx < g.KW; ++kx) {
-          T* col = cols.data() + ((c * g.KH + ky) * g.KW + kx) * L;
-          const int64_t off_x = kx * g.dW - g.pW;
-          const auto [ox0, ox1] = tap_columns(off_x, g);
-          for (int64_t oy = 0; oy < g.OH; ++oy) {
-            T* dst = col + oy * g.OW;
-            const int64_t iy = oy * g.sH - g.pH + ky * g.dH;
-            if (iy < 0 || iy >= g.H) {
-              std::fill(dst, dst + g.OW, T(0));
-              continue;
-            }
-            const T* src = plane + iy * g.W + off_x;
-            std::fill(dst, dst + ox0, T(0));
-            if (g.sW == 1) {
-#pragma omp simd
-              for (int64_t ox = ox0; ox < ox1; ++ox) dst[ox] = src[ox];
-            } else {
-              for (int64_t ox = ox0; ox < ox1; ++ox) dst[ox] = src[ox * g.sW];
-            }
-            std::fill(dst + ox1, dst + g.OW, T(0));
-          }
-        }
-      }
-    }
-    transpose(cols.data(), rows + n * L * F, F, L);
-  }
-}
-
-// The gradient of images [n0, n1): each pixel's taps summed from zero in
-// ascending (ky, kx), the order of LibTorch's col2im. An image's rows [L,
-// F] are first transposed into columns [F, L] (a scratch of F L values):
-// column f = (c KH + ky) KW + kx then holds tap (ky, kx) of every window in
-// window order, so adding the columns of channel c in ascending f into its
-// plane gives every pixel its taps in ascending order, and at stride 1 the
-// additions run along contiguous pixels and windows (vector adds).
-template <typename T>
-void rows_backward(const T* grows, T* gx, const Geometry& g, int64_t n0, int64_t n1) {
-  const int64_t F = g.C * g.KH * g.KW, L = g.OH * g.OW;
-  std::vector<T> cols(static_cast<size_t>(F * L));
-  for (int64_t n = n0; n < n1; ++n) {
-    transpose(grows + n * L * F, cols.data(), L, F);
-    T* image = gx + n * g.C * g.H * g.W;
-    std::fill(image, image + g.C * g.H * g.W, T(0));
-    for (int64_t c = 0; c < g.C; ++c) {
-      T* plane = image + c * g.H * g.W;
-      for (int64_t ky = 0; ky < g.KH; ++ky) {
-        for (int64_t kx = 0; kx < g.KW; ++kx) {
-          const T* col = cols.data() + ((c * g.KH + ky) * g.KW + kx) * L;
-          const int64_t off_x = kx * g.dW - g.pW;
-          const auto [ox0, ox1] = tap_columns(off_x, g);
-          if (ox0 >= ox1) continue;
-          for (int64_t oy = 0; oy < g.OH; ++oy) {
-            const int64_t iy = oy * g.sH - g.pH + ky * g.dH;
-            if (iy < 0 || iy >= g.H) continue;
-            const T* src = col + oy * g.OW;
-            T* dst = plane + iy * g.W + off_x;
-            if (g.sW == 1) {
-#pragma omp simd
-              for (int64_t ox = ox0; ox < ox1; ++ox) dst[ox] += src[ox];
-            } else {
-              for (int64_t ox = ox0; ox < ox1; ++ox) dst[ox * g.sW] += src[ox];
-            }
-          }
-        }
-      }
-    }
-  }
-}
+// (The loops are per-ISA, rows_loops.cpp: vector copies, additions and
+// transposes in registers.)
 
 torch::Tensor rows(const torch::Tensor& x, const Geometry& g) {
   const int64_t F = g.C * g.KH * g.KW;
@@ -276,7 +174,10 @@ torch::Tensor rows(const torch::Tensor& x, const Geometry& g) {
     const scalar_t* xp = x.data_ptr<scalar_t>();
     scalar_t* op = out.data_ptr<scalar_t>();
     const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g.OH * g.OW * F));
-    at::parallel_for(0, g.N, grain, [&](int64_t n0, int64_t n1) { rows_forward(xp, op, g, n0, n1); });
+    const CpuLoops loops = cpu_loops();
+    at::parallel_for(0, g.N, grain, [&](int64_t n0, int64_t n1) {
+      SNN_ISA_CALL(loops, neurons::detail, im2rows_images(xp, op, g, n0, n1));
+    });
   });
   return out;
 }
@@ -298,7 +199,10 @@ struct Im2RowsFunction : torch::autograd::Function<Im2RowsFunction> {
       const scalar_t* gp = gr.data_ptr<scalar_t>();
       scalar_t* xp = gx.data_ptr<scalar_t>();
       const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g.OH * g.OW * g.C * g.KH * g.KW));
-      at::parallel_for(0, g.N, grain, [&](int64_t n0, int64_t n1) { rows_backward(gp, xp, g, n0, n1); });
+      const CpuLoops loops = cpu_loops();
+      at::parallel_for(0, g.N, grain, [&](int64_t n0, int64_t n1) {
+        SNN_ISA_CALL(loops, neurons::detail, rows2im_images(gp, xp, g, n0, n1));
+      });
     });
     return {gx, torch::Tensor()};
   }
@@ -328,8 +232,8 @@ torch::Tensor max_pool2d(const torch::Tensor& x, std::array<int64_t, 2> kernel, 
                                                     .stride({stride[0], stride[1]})
                                                     .padding({padding[0], padding[1]}));
   }
-  Geometry g{x.size(0), x.size(1), x.size(2), x.size(3), 0, 0, kernel[0], kernel[1], stride[0], stride[1],
-             padding[0], padding[1]};
+  Geometry g{{x.size(0), x.size(1), x.size(2), x.size(3), 0, 0, kernel[0], kernel[1], stride[0], stride[1],
+             padding[0], padding[1]}};
   g.OH = (g.H + 2 * g.pH - g.KH) / g.sH + 1;
   g.OW = (g.W + 2 * g.pW - g.KW) / g.sW + 1;
   if (torch::GradMode::is_enabled() && x.requires_grad()) return MaxPoolFunction::apply(x, g);
@@ -352,8 +256,8 @@ torch::Tensor spike_max_pool2x2(const torch::Tensor& x) {
 torch::Tensor im2rows(const torch::Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> stride,
                       std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation) {
   check_nchw(x, "im2rows");
-  Geometry g{x.size(0), x.size(1), x.size(2), x.size(3), 0, 0, kernel[0], kernel[1], stride[0], stride[1],
-             padding[0], padding[1], dilation[0], dilation[1]};
+  Geometry g{{x.size(0), x.size(1), x.size(2), x.size(3), 0, 0, kernel[0], kernel[1], stride[0], stride[1],
+             padding[0], padding[1], dilation[0], dilation[1]}};
   for (int a = 0; a < 2; ++a) {
     if (kernel[a] < 1 || stride[a] < 1 || dilation[a] < 1 || padding[a] < 0) {
       throw Error("im2rows: kernel, stride and dilation must be >= 1 and padding >= 0, got kernel " +

@@ -200,23 +200,30 @@ torch::Tensor unfold_rows(const torch::Tensor& x, const Window& c) {
   return cols.transpose(1, 2).reshape({-1, cols.size(1)});
 }
 
-TEST(Im2Rows, GivesUnfoldsRowsAndGradientsBitForBit) {
-  for (const auto dtype : {torch::kFloat, torch::kDouble}) {
-    for (const auto& c : conv_cases) {
-      SCOPED_TRACE(name_of(c) + " " + c10::toString(dtype));
-      const torch::Tensor x0 = input_of(c, 3, false, dtype);
-      const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
-      const torch::Tensor ra = functional::im2rows(xa, c.kernel, c.stride, c.padding, c.dilation);
-      const torch::Tensor rb = unfold_rows(xb, c);
-      ASSERT_TRUE(same_bits(ra, rb));
-      const torch::Tensor g = torch::randn(ra.sizes(), torch::dtype(dtype));
-      ra.backward(g);
-      rb.backward(g);
-      EXPECT_TRUE(same_bits(xa.grad(), xb.grad()));
-      torch::NoGradGuard no_grad;
-      EXPECT_TRUE(same_bits(functional::im2rows(x0, c.kernel, c.stride, c.padding, c.dilation), rb));
+TEST(Im2Rows, GivesUnfoldsRowsAndGradientsBitForBitOnEveryCpuBuild) {
+  // The loops are compiled per instruction set, their transposes in blocks
+  // of a vector's lanes (16, 8 or 4 floats): the cases have blocks and edges.
+  const CpuIsa before = detail::cpu_isa_setting().load();
+  for (const CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAuto}) {
+    set_cpu_isa(isa);
+    for (const auto dtype : {torch::kFloat, torch::kDouble}) {
+      for (const auto& c : conv_cases) {
+        SCOPED_TRACE(name_of(c) + " " + cpu_loops_name(cpu_loops()) + " " + c10::toString(dtype));
+        const torch::Tensor x0 = input_of(c, 3, false, dtype);
+        const torch::Tensor xa = x0.clone().requires_grad_(true), xb = x0.clone().requires_grad_(true);
+        const torch::Tensor ra = functional::im2rows(xa, c.kernel, c.stride, c.padding, c.dilation);
+        const torch::Tensor rb = unfold_rows(xb, c);
+        ASSERT_TRUE(same_bits(ra, rb));
+        const torch::Tensor g = torch::randn(ra.sizes(), torch::dtype(dtype));
+        ra.backward(g);
+        rb.backward(g);
+        EXPECT_TRUE(same_bits(xa.grad(), xb.grad()));
+        torch::NoGradGuard no_grad;
+        EXPECT_TRUE(same_bits(functional::im2rows(x0, c.kernel, c.stride, c.padding, c.dilation), rb));
+      }
     }
   }
+  set_cpu_isa(before);
 }
 
 TEST(Im2Rows, ANarrowedInputGetsItsGradientThroughTheView) {
