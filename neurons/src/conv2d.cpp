@@ -3,6 +3,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <c10/util/Exception.h>
+#include <torch/autograd.h>
 
 #include <map>
 #include <string>
@@ -19,6 +20,8 @@ namespace neurons::detail {
   namespace isa {                                                                                    \
   template <typename T, typename X>                                                                  \
   void conv2d_event(const X* x, T* y, const Conv2dEventArgs<T>& a, int64_t n0, int64_t n1);        \
+  template <typename T>                                                                              \
+  void conv2d_input_grad(const T* gy, T* gx, const Conv2dInputGradArgs<T>& a, int64_t n0, int64_t n1); \
   }
 SNN_DECLARE_CONV2D_EVENT(base)
 SNN_DECLARE_CONV2D_EVENT(avx2)
@@ -262,6 +265,119 @@ torch::Tensor conv2d_event(const torch::Tensor& x_in, const torch::Tensor& weigh
     }
   });
   return y;
+}
+
+bool conv2d_input_grad_fits(const torch::Tensor& x, const torch::Tensor& weight, std::array<int64_t, 2> stride,
+                            std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation) {
+  const auto type = weight.scalar_type();
+  if (!(x.is_cpu() && weight.is_cpu() && (type == torch::kFloat || type == torch::kDouble) && x.scalar_type() == type &&
+        x.dim() == 4 && weight.dim() == 4 && weight.size(1) == x.size(1))) {
+    return false;
+  }
+  for (int a = 0; a < 2; ++a) {
+    const int64_t k = weight.size(2 + a);
+    if (stride[a] != 1 || dilation[a] != 1 || padding[a] < 0 || padding[a] > k - 1 ||
+        k > x.size(2 + a) + 2 * padding[a]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+torch::Tensor conv2d_input_grad(const torch::Tensor& gy_in, const torch::Tensor& weight, int64_t H, int64_t W,
+                                std::array<int64_t, 2> padding) {
+  if (gy_in.dim() != 4 || weight.dim() != 4) {
+    throw Error("conv2d_input_grad: the output gradient must be [N, Cout, OH, OW] and the weight [Cout, Cin, KH, KW], "
+                "got " + shape_text(gy_in) + " and " + shape_text(weight));
+  }
+  const int64_t N = gy_in.size(0), Cout = weight.size(0), Cin = weight.size(1), KH = weight.size(2),
+                KW = weight.size(3);
+  const int64_t OH = H + 2 * padding[0] - KH + 1, OW = W + 2 * padding[1] - KW + 1;
+  if (padding[0] < 0 || padding[1] < 0 || padding[0] > KH - 1 || padding[1] > KW - 1 || OH < 1 || OW < 1) {
+    throw Error("conv2d_input_grad: padding (" + std::to_string(padding[0]) + ", " + std::to_string(padding[1]) +
+                ") must lie in [0, kernel - 1] for the kernel " + std::to_string(KH) + " x " + std::to_string(KW) +
+                " on a " + std::to_string(H) + " x " + std::to_string(W) + " input");
+  }
+  if (gy_in.size(1) != Cout || gy_in.size(2) != OH || gy_in.size(3) != OW) {
+    throw Error("conv2d_input_grad: the output gradient " + shape_text(gy_in) + " does not fit the weight " +
+                shape_text(weight) + " on a " + std::to_string(H) + " x " + std::to_string(W) +
+                " input (expected [N, " + std::to_string(Cout) + ", " + std::to_string(OH) + ", " +
+                std::to_string(OW) + "])");
+  }
+  if (!gy_in.is_cpu() || !weight.is_cpu() ||
+      (weight.scalar_type() != torch::kFloat && weight.scalar_type() != torch::kDouble)) {
+    throw Error("conv2d_input_grad: a CPU kernel for float32 and float64, got " + c10::str(gy_in.device()) + " " +
+                c10::toString(gy_in.scalar_type()) + " and a " + c10::toString(weight.scalar_type()) + " weight");
+  }
+  torch::NoGradGuard no_grad;
+  const torch::Tensor gy = gy_in.to(weight.scalar_type()).contiguous();
+  const torch::Tensor wp = weight.detach().permute({2, 3, 0, 1}).contiguous();  // [KH, KW, Cout, Cin]
+  torch::Tensor gx = torch::empty({N, Cin, H, W}, weight.options());
+  if (N == 0 || Cin == 0) return gx;
+  const CpuLoops loops = cpu_loops();
+  AT_DISPATCH_FLOATING_TYPES(weight.scalar_type(), "snn_conv2d_input_grad", [&] {
+    neurons::detail::Conv2dInputGradArgs<scalar_t> a;
+    a.in_channels = Cin;
+    a.H = H;
+    a.W = W;
+    a.out_channels = Cout;
+    a.OH = OH;
+    a.OW = OW;
+    a.KH = KH;
+    a.KW = KW;
+    a.pH = padding[0];
+    a.pW = padding[1];
+    a.weight = wp.data_ptr<scalar_t>();
+    const scalar_t* gp = gy.data_ptr<scalar_t>();
+    scalar_t* xp = gx.data_ptr<scalar_t>();
+    // Images per task: about 64K vector products' worth.
+    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, Cin * H * W * KH * KW * Cout / 16));
+    at::parallel_for(0, N, grain, [&](int64_t n0, int64_t n1) {
+      SNN_ISA_CALL(loops, neurons::detail, conv2d_input_grad(gp, xp, a, n0, n1));
+    });
+  });
+  return gx;
+}
+
+namespace {
+
+// y itself, with x as a differentiable input whose gradient is the
+// convolution's (conv2d_input_grad of y's gradient); y's gradient passes
+// through unchanged to whatever computed y.
+struct InputGradBridge : torch::autograd::Function<InputGradBridge> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& y, const torch::Tensor& x,
+                               const torch::Tensor& weight, int64_t pH, int64_t pW) {
+    ctx->save_for_backward({weight});
+    ctx->saved_data["H"] = x.size(2);
+    ctx->saved_data["W"] = x.size(3);
+    ctx->saved_data["pH"] = pH;
+    ctx->saved_data["pW"] = pW;
+    return y;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::Tensor& gy = grads[0];
+    torch::Tensor gx;
+    if (ctx->needs_input_grad(1) && gy.defined()) {
+      const torch::Tensor weight = ctx->get_saved_variables()[0];
+      gx = conv2d_input_grad(gy, weight, ctx->saved_data["H"].toInt(), ctx->saved_data["W"].toInt(),
+                             {ctx->saved_data["pH"].toInt(), ctx->saved_data["pW"].toInt()});
+    }
+    return {gy, gx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+torch::Tensor with_conv2d_input_grad(const torch::Tensor& y, const torch::Tensor& x, const torch::Tensor& weight,
+                                     std::array<int64_t, 2> padding) {
+  if (y.dim() != 4 || x.dim() != 4 || weight.dim() != 4 || y.size(0) != x.size(0) || y.size(1) != weight.size(0) ||
+      x.size(1) != weight.size(1)) {
+    throw Error("with_conv2d_input_grad: the output " + shape_text(y) + ", input " + shape_text(x) +
+                " and weight " + shape_text(weight) + " do not belong to one convolution");
+  }
+  return InputGradBridge::apply(y, x, weight.detach(), padding[0], padding[1]);
 }
 
 }  // namespace functional

@@ -23,4 +23,15 @@ struct Conv2dEventArgs {
   const int32_t* tap = nullptr;
 };
 
+/// The input gradient of a stride-1, undilated Conv2d (conv2d_grad_loops.cpp):
+/// gx [N, Cin, H, W] from gy [N, Cout, OH, OW], padding at most KH - 1 and
+/// KW - 1 (so that every pixel has a tap inside some window).
+template <typename T>
+struct Conv2dInputGradArgs {
+  int64_t in_channels = 0, H = 0, W = 0;    // Cin, H, W of gx's images
+  int64_t out_channels = 0, OH = 0, OW = 0; // Cout, OH, OW of gy's images
+  int64_t KH = 0, KW = 0, pH = 0, pW = 0;
+  const T* weight = nullptr;  // [KH KW, Cout, Cin]: tap (ky KW + kx), then co, then ci
+};
+
 }  // namespace snn::neurons::detail

@@ -11,6 +11,7 @@
 #include "snn/core/frozen_weights.h"
 #include "snn/neurons/conv2d.h"
 #include "snn/neurons/linear.h"
+#include "snn/neurons/windows.h"
 #include "support/cpu_builds.h"
 
 namespace snn {
@@ -221,6 +222,138 @@ TEST(Conv2dEvent, RejectsShapesThatDoNotFitWithTheNumbers) {
   EXPECT_NE(message([&] { functional::conv2d_event(x.to(torch::kDouble), w, {}, {1, 1}, {0, 0}, {1, 1}); })
                 .find("input is Double but the weight is Float"),
             std::string::npos);
+}
+
+// --- the input gradient without im2col rows ----------------------------------
+
+// Stride 1, undilated: what conv2d_input_grad takes.
+const std::vector<ConvCase>& grad_cases() {
+  static const std::vector<ConvCase> all = {
+      {32, 14, 14, 64, 3, 3, {1, 1}, {1, 1}, {1, 1}},  // the MNIST CNN's second convolution
+      {3, 9, 9, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}},     // fewer channels than a block
+      {11, 28, 37, 5, 5, 5, {1, 1}, {2, 2}, {1, 1}},   // rows of several vectors, a part vector, blocks and a tail
+      {4, 7, 6, 3, 3, 2, {1, 1}, {0, 1}, {1, 1}},      // no padding in y, uneven kernel
+      {2, 5, 5, 4, 1, 1, {1, 1}, {0, 0}, {1, 1}},      // 1 x 1
+      {9, 6, 20, 7, 5, 3, {1, 1}, {4, 2}, {1, 1}},     // padding kernel - 1: taps wholly in the padding
+  };
+  return all;
+}
+
+// The bits of a float or double tensor, as integers (torch::equal takes -0
+// for +0).
+torch::Tensor bits(const torch::Tensor& t) {
+  return t.contiguous().view(t.scalar_type() == torch::kFloat ? torch::kInt : torch::kLong);
+}
+
+// x's gradient through the graph model's im2col path: im2rows, then
+// snn::Linear, both differentiable.
+torch::Tensor im2col_input_grad(const torch::Tensor& x0, const torch::Tensor& w, const torch::Tensor& gy,
+                                const ConvCase& c) {
+  const torch::Tensor x = x0.clone().requires_grad_(true);
+  const torch::Tensor rows = functional::im2rows(x, {c.kh, c.kw}, c.stride, c.padding, c.dilation);
+  const torch::Tensor y = functional::linear(rows, w.reshape({c.cout, -1}), {});
+  const int64_t N = x.size(0), L = y.size(0) / N;
+  y.reshape({N, L, c.cout}).transpose(1, 2).reshape(gy.sizes()).backward(gy);
+  return x.grad();
+}
+
+TEST(Conv2dInputGrad, EqualsTheIm2colPathsGradientBitForBitOnEveryBuild) {
+  torch::manual_seed(21);
+  for (const auto& c : grad_cases()) {
+    for (auto dtype : {torch::kFloat, torch::kDouble}) {
+      const torch::Tensor x = torch::randn({3, c.cin, c.h, c.w}, dtype);
+      const torch::Tensor w = torch::randn({c.cout, c.cin, c.kh, c.kw}, dtype);
+      const int64_t oh = c.h + 2 * c.padding[0] - c.kh + 1, ow = c.w + 2 * c.padding[1] - c.kw + 1;
+      // Exact zeros among the gradients (a max pool's), which the event
+      // kernel of the im2col path skips.
+      const torch::Tensor gy = torch::randn({3, c.cout, oh, ow}, dtype) * (torch::rand({3, c.cout, oh, ow}) < 0.7);
+      const std::string what = conv_name(c) + (dtype == torch::kFloat ? " float" : " double");
+      ASSERT_TRUE(functional::conv2d_input_grad_fits(x, w, c.stride, c.padding, c.dilation)) << what;
+      const torch::Tensor ref = im2col_input_grad(x, w, gy, c);
+      for (CpuIsa isa : test::cpu_builds()) {
+        test::CpuIsaScope scope(isa);
+        const torch::Tensor gx = functional::conv2d_input_grad(gy, w, c.h, c.w, c.padding);
+        ASSERT_EQ(gx.sizes(), x.sizes()) << what;
+        EXPECT_TRUE(torch::equal(bits(gx), bits(ref))) << what << " CpuIsa " << static_cast<int>(isa);
+      }
+      // And the convolution's own gradient (LibTorch's sums in its order).
+      const torch::Tensor xt = x.clone().requires_grad_(true);
+      torch::conv2d(xt, w, {}, 1, {c.padding[0], c.padding[1]}).backward(gy);
+      EXPECT_TRUE(torch::allclose(ref, xt.grad(), 1e-4, dtype == torch::kFloat ? 1e-4 : 1e-10)) << what;
+    }
+  }
+}
+
+TEST(Conv2dInputGrad, DoesNotDependOnTheBatchOrThreads) {
+  torch::manual_seed(22);
+  const ConvCase c = grad_cases()[0];
+  const torch::Tensor w = torch::randn({c.cout, c.cin, c.kh, c.kw});
+  const torch::Tensor gy = torch::randn({9, c.cout, c.h, c.w});
+  const torch::Tensor all = functional::conv2d_input_grad(gy, w, c.h, c.w, c.padding);
+  EXPECT_TRUE(torch::equal(bits(functional::conv2d_input_grad(gy.narrow(0, 4, 3), w, c.h, c.w, c.padding)),
+                           bits(all.narrow(0, 4, 3))));
+  const int saved = at::get_num_threads();
+  for (const int t : {1, 3}) {
+    at::set_num_threads(t);
+    EXPECT_TRUE(torch::equal(bits(functional::conv2d_input_grad(gy, w, c.h, c.w, c.padding)), bits(all))) << t;
+  }
+  at::set_num_threads(saved);
+}
+
+// with_conv2d_input_grad on a convolution computed from rows of a detached
+// input: x gets the im2col path's gradient and the weight and bias their
+// own, bit for bit, and the rows' gradient is never formed.
+TEST(Conv2dInputGrad, AttachedToRowsOfADetachedInputGivesTheIm2colPathsGradients) {
+  torch::manual_seed(23);
+  const ConvCase c = grad_cases()[2];
+  const torch::Tensor x0 = torch::randn({2, c.cin, c.h, c.w});
+  const torch::Tensor gy = torch::randn({2, c.cout, c.h, c.w});
+  const auto run = [&](bool attached) {
+    torch::manual_seed(5);
+    Linear fc(LinearOptions(c.cin * c.kh * c.kw, c.cout));
+    const torch::Tensor x = x0.clone().requires_grad_(true);
+    const torch::Tensor rows = functional::im2rows(attached ? x.detach() : x, {c.kh, c.kw}, c.stride, c.padding,
+                                                   c.dilation);
+    torch::Tensor y = fc->forward(rows).reshape({2, -1, c.cout}).transpose(1, 2).reshape(gy.sizes());
+    if (attached) {
+      y = functional::with_conv2d_input_grad(y, x, fc->weight.view({c.cout, c.cin, c.kh, c.kw}), c.padding);
+    }
+    (y * 1.0).backward(gy);
+    return std::array<torch::Tensor, 4>{y.detach(), x.grad(), fc->weight.grad(), fc->bias.grad()};
+  };
+  const auto ref = run(false), got = run(true);
+  for (size_t i = 0; i < ref.size(); ++i) {
+    ASSERT_TRUE(got[i].defined()) << i;
+    EXPECT_TRUE(torch::equal(bits(got[i]), bits(ref[i]))) << i;
+  }
+}
+
+TEST(Conv2dInputGrad, RejectsShapesThatDoNotFitWithTheNumbers) {
+  const torch::Tensor w = torch::zeros({4, 3, 3, 3});
+  const auto message = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { functional::conv2d_input_grad(torch::zeros({2, 4, 5, 5}), w, 5, 5, {3, 1}); })
+                .find("padding (3, 1) must lie in [0, kernel - 1]"),
+            std::string::npos);
+  EXPECT_NE(message([&] { functional::conv2d_input_grad(torch::zeros({2, 5, 5, 5}), w, 5, 5, {1, 1}); })
+                .find("expected [N, 4, 5, 5]"),
+            std::string::npos);
+  EXPECT_NE(message([&] { functional::with_conv2d_input_grad(torch::zeros({2, 4, 5, 5}), torch::zeros({2, 2, 5, 5}),
+                                                             w, {1, 1}); })
+                .find("do not belong to one convolution"),
+            std::string::npos);
+  EXPECT_FALSE(functional::conv2d_input_grad_fits(torch::zeros({2, 3, 5, 5}), w, {2, 1}, {1, 1}, {1, 1}));
+  EXPECT_FALSE(functional::conv2d_input_grad_fits(torch::zeros({2, 3, 5, 5}), w, {1, 1}, {1, 1}, {1, 2}));
+  EXPECT_FALSE(functional::conv2d_input_grad_fits(torch::zeros({2, 3, 5, 5}), w, {1, 1}, {3, 1}, {1, 1}));
+  EXPECT_FALSE(functional::conv2d_input_grad_fits(torch::zeros({2, 3, 5, 5}, torch::kDouble), w, {1, 1}, {1, 1},
+                                                  {1, 1}));
+  EXPECT_TRUE(functional::conv2d_input_grad_fits(torch::zeros({2, 3, 5, 5}), w, {1, 1}, {2, 2}, {1, 1}));
 }
 
 }  // namespace

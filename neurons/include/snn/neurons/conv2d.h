@@ -14,6 +14,10 @@
 ///
 /// CPU only, inference only (no autograd: call it where no gradient is
 /// recorded); groups as one call per group, as the im2col path does.
+///
+/// For training, conv2d_input_grad computes the input's gradient of a
+/// stride-1 convolution the same way, without im2col rows: what the im2col
+/// path's backward gives, bit for bit.
 
 #include <torch/types.h>
 
@@ -46,5 +50,35 @@ torch::Tensor conv2d_event(const torch::Tensor& x, const torch::Tensor& weight, 
 /// guard lives, it packs each weight once, however the weight is viewed at
 /// each call.
 uint64_t conv2d_event_packings();
+
+/// Whether conv2d_input_grad takes the convolution of x [N, Cin, H, W] with
+/// weight [Cout, Cin, KH, KW]: CPU tensors of one dtype (float32 or
+/// float64), stride 1, no dilation, padding at most the kernel size - 1.
+bool conv2d_input_grad_fits(const torch::Tensor& x, const torch::Tensor& weight, std::array<int64_t, 2> stride,
+                            std::array<int64_t, 2> padding, std::array<int64_t, 2> dilation);
+
+/// gx [N, Cin, H, W]: the gradient of conv2d(x, weight) with respect to x
+/// [N, Cin, H, W], for the output's gradient gy [N, Cout, OH, OW] (stride 1,
+/// no dilation, padding at most kernel - 1; see conv2d_input_grad_fits),
+/// computed without im2col rows. Bit for bit what the im2col path gives
+/// (snn::Linear's backward on im2rows' rows, then im2rows' backward): each
+/// pixel sums its taps from zero in ascending (ky, kx), each tap its
+/// products over the output channels in ascending order, as a product then
+/// an addition; on every instruction set, batch split and thread count.
+/// Throws snn::Error naming the shapes when they do not fit.
+torch::Tensor conv2d_input_grad(const torch::Tensor& gy, const torch::Tensor& weight, int64_t H, int64_t W,
+                                std::array<int64_t, 2> padding);
+
+/// y [N, Cout, OH, OW] itself, with x as a differentiable input: its
+/// backward passes y's gradient on unchanged and gives x
+/// conv2d_input_grad(y's gradient, weight). For a convolution computed on
+/// rows of x that autograd does not record (snn::Linear on
+/// im2rows(x.detach())): Linear's backward then computes only the
+/// parameters' gradients, and x's gradient never goes through rows 9
+/// times its size (a 3 x 3 kernel). The weight's values, not its
+/// gradient, are used. The shapes must belong to one convolution that
+/// conv2d_input_grad_fits.
+torch::Tensor with_conv2d_input_grad(const torch::Tensor& y, const torch::Tensor& x, const torch::Tensor& weight,
+                                     std::array<int64_t, 2> padding);
 
 }  // namespace snn::functional
