@@ -101,15 +101,21 @@ constexpr int64_t kTile = 16;  // output columns per packed weight tile (linear_
 
 // The tiled layout every CPU kernel reads: dst [tiles, rows, kTile] gets
 // row i's values o in [0, out) from row(i)[o * stride], converted to D, the
-// last tile's missing columns zero. One pass.
+// last tile's missing columns zero. One pass; rows [i0, i1) only where
+// given (threads packing parts).
 template <typename D, typename S, typename RowFn>
-void pack_rows(const RowFn& row, int64_t stride, int64_t rows, int64_t out, D* dst) {
+void pack_rows(const RowFn& row, int64_t stride, int64_t rows, int64_t out, D* dst, int64_t i0 = 0, int64_t i1 = -1) {
   const int64_t tiles = (out + kTile - 1) / kTile;
+  if (i1 < 0) i1 = rows;
   for (int64_t t = 0; t < tiles; ++t) {
     const int64_t n = std::min(kTile, out - t * kTile);
-    for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t i = i0; i < i1; ++i) {
       D* d = dst + (t * rows + i) * kTile;
       const S* s = row(i) + t * kTile * stride;
+      if (stride == 1 && n == kTile) {  // a whole tile of contiguous values: vector conversions
+        for (int64_t j = 0; j < kTile; ++j) d[j] = static_cast<D>(s[j]);
+        continue;
+      }
       for (int64_t j = 0; j < n; ++j) d[j] = static_cast<D>(s[j * stride]);
       for (int64_t j = n; j < kTile; ++j) d[j] = D(0);
     }
@@ -267,8 +273,14 @@ torch::Tensor pack_grad(const torch::Tensor& gy, int64_t steps) {
   torch::Tensor packed = torch::empty({tiles, rows, kTile}, g.options().dtype(torch::kDouble));
   AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "snn_linear_pack_grad", [&] {
     const scalar_t* src = g.data_ptr<scalar_t>();
-    pack_rows<double, scalar_t>([&](int64_t p) { return src + ((steps - 1 - p / batch) * batch + p % batch) * out; },
-                                1, rows, out, packed.data_ptr<double>());
+    // A copy with a conversion per value, split by rows across threads (a
+    // conv layer's gradient is 50K rows per batch and step block).
+    const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, out));
+    at::parallel_for(0, rows, grain, [&](int64_t i0, int64_t i1) {
+      pack_rows<double, scalar_t>(
+          [&](int64_t p) { return src + ((steps - 1 - p / batch) * batch + p % batch) * out; }, 1, rows, out,
+          packed.data_ptr<double>(), i0, i1);
+    });
   });
   return packed;
 }
@@ -302,14 +314,23 @@ void add_bias_grad(const torch::Tensor& g_packed, torch::Tensor& sum) {
   const int64_t tiles = g_packed.size(0), rows = g_packed.size(1), out = sum.size(0);
   const double* gp = g_packed.data_ptr<double>();
   double* sp = sum.data_ptr<double>();
-  for (int64_t t = 0; t < tiles; ++t) {
-    const int64_t n = std::min(kTile, out - t * kTile);
-    double* st = sp + t * kTile;
-    for (int64_t p = 0; p < rows; ++p) {
-      const double* row = gp + (t * rows + p) * kTile;
-      for (int64_t o = 0; o < n; ++o) st[o] += row[o];
+  // A tile's sums are one thread's, whatever the thread count.
+  at::parallel_for(0, tiles, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t n = std::min(kTile, out - t * kTile);
+      double* st = sp + t * kTile;
+      // The tile's sums in a local array over all rows (the same additions in
+      // the same order): through st, which may alias the rows as far as the
+      // compiler knows, each addition was a load and a store.
+      double acc[kTile] = {};
+      for (int64_t o = 0; o < n; ++o) acc[o] = st[o];
+      for (int64_t p = 0; p < rows; ++p) {
+        const double* row = gp + (t * rows + p) * kTile;
+        for (int64_t o = 0; o < kTile; ++o) acc[o] += row[o];  // (columns past n add the rows' zeros, unused)
+      }
+      for (int64_t o = 0; o < n; ++o) st[o] = acc[o];
     }
-  }
+  });
 }
 
 }  // namespace
