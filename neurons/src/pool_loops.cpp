@@ -96,6 +96,49 @@ void planes(const T* x, T* y, uint8_t* idx, int64_t H, int64_t W, int64_t p0, in
   }
 }
 
+// One output row's gradient into input rows r0 and r1, N outputs at a
+// time: each of the four window positions' lanes selected, then the two
+// columns interleaved. The last group overlaps the one before it (it
+// writes the same values twice) instead of leaving a scalar tail; N = 1 is
+// the scalar loop for rows shorter than 4.
+template <typename T, int N>
+inline __attribute__((always_inline)) void row_backward(const T* g, const uint8_t* at, T* r0, T* r1, int64_t OW) {
+  if constexpr (N == 1) {
+    for (int64_t ox = 0; ox < OW; ++ox) {
+      const T v = T(0) + g[ox];
+      const uint8_t k = at[ox];
+      r0[2 * ox] = k == 0 ? v : T(0);
+      r0[2 * ox + 1] = k == 1 ? v : T(0);
+      r1[2 * ox] = k == 2 ? v : T(0);
+      r1[2 * ox + 1] = k == 3 ? v : T(0);
+    }
+  } else {
+    typedef T V __attribute__((vector_size(N * sizeof(T))));
+    using I = decltype(V{} < V{});
+    typedef uint8_t Bytes __attribute__((vector_size(N)));
+    I lo, hi;  // interleaving two vectors: their low halves' lanes, their high halves'
+    for (int l = 0; l < N / 2; ++l) {
+      lo[2 * l] = l;
+      lo[2 * l + 1] = l + N;
+      hi[2 * l] = l + N / 2;
+      hi[2 * l + 1] = l + N / 2 + N;
+    }
+    for (int64_t ox0 = 0; ox0 < OW; ox0 += N) {
+      const int64_t ox = ox0 + N <= OW ? ox0 : OW - N;
+      const V v = V{} + load<V>(g + ox);
+      Bytes kb;
+      std::memcpy(&kb, at + ox, N);
+      const I k = __builtin_convertvector(kb, I);
+      const V z = V{};
+      const V a0 = k == 0 ? v : z, a1 = k == 1 ? v : z, b0 = k == 2 ? v : z, b1 = k == 3 ? v : z;
+      store(r0 + 2 * ox, __builtin_shuffle(a0, a1, lo));
+      store(r0 + 2 * ox + N, __builtin_shuffle(a0, a1, hi));
+      store(r1 + 2 * ox, __builtin_shuffle(b0, b1, lo));
+      store(r1 + 2 * ox + N, __builtin_shuffle(b0, b1, hi));
+    }
+  }
+}
+
 }  // namespace
 
 // Planes [p0, p1) of x [planes, H, W] into y [planes, H / 2, W / 2] and,
@@ -109,7 +152,41 @@ void max_pool_2x2(const T* x, T* y, uint8_t* idx, int64_t H, int64_t W, int64_t 
   }
 }
 
+// The gradient of planes [p0, p1) of max_pool_2x2: each output's gradient
+// to its window position (idx), zero elsewhere, written row pair by row
+// pair instead of zeroing the plane and adding each output's gradient to
+// it. The values are that addition's: 0 + g (so -0 becomes +0, as there).
+// An odd last row or column, in no window, gets zero.
+template <typename T>
+void max_pool_2x2_backward(const T* gy, const uint8_t* idx, T* gx, int64_t H, int64_t W, int64_t p0, int64_t p1) {
+  const int64_t OH = H / 2, OW = W / 2;
+  for (int64_t p = p0; p < p1; ++p) {
+    T* plane = gx + p * H * W;
+    for (int64_t oy = 0; oy < OH; ++oy) {
+      const T* g = gy + (p * OH + oy) * OW;
+      const uint8_t* at = idx + (p * OH + oy) * OW;
+      T* r0 = plane + 2 * oy * W;
+      if (OW >= 16) {
+        row_backward<T, 16>(g, at, r0, r0 + W, OW);
+      } else if (OW >= 8) {
+        row_backward<T, 8>(g, at, r0, r0 + W, OW);
+      } else if (OW >= 4) {
+        row_backward<T, 4>(g, at, r0, r0 + W, OW);
+      } else {
+        row_backward<T, 1>(g, at, r0, r0 + W, OW);
+      }
+      if (W % 2) r0[W - 1] = r0[2 * W - 1] = T(0);
+    }
+    if (H % 2) {
+      for (int64_t ix = 0; ix < W; ++ix) plane[(H - 1) * W + ix] = T(0);
+    }
+  }
+}
+
 template void max_pool_2x2<float>(const float*, float*, uint8_t*, int64_t, int64_t, int64_t, int64_t);
 template void max_pool_2x2<double>(const double*, double*, uint8_t*, int64_t, int64_t, int64_t, int64_t);
+template void max_pool_2x2_backward<float>(const float*, const uint8_t*, float*, int64_t, int64_t, int64_t, int64_t);
+template void max_pool_2x2_backward<double>(const double*, const uint8_t*, double*, int64_t, int64_t, int64_t,
+                                            int64_t);
 
 }  // namespace snn::neurons::detail::SNN_ISA

@@ -25,6 +25,9 @@ namespace neurons::detail {
   template <typename T>                                                                                    \
   void max_pool_2x2(const T* x, T* y, uint8_t* idx, int64_t H, int64_t W, int64_t p0, int64_t p1);         \
   template <typename T>                                                                                    \
+  void max_pool_2x2_backward(const T* gy, const uint8_t* idx, T* gx, int64_t H, int64_t W, int64_t p0,     \
+                             int64_t p1);                                                                  \
+  template <typename T>                                                                                    \
   void im2rows_images(const T* x, T* rows, const WindowGeometry& g, int64_t n0, int64_t n1);               \
   template <typename T>                                                                                    \
   void rows2im_images(const T* grows, T* gx, const WindowGeometry& g, int64_t n0, int64_t n1);             \
@@ -156,6 +159,13 @@ struct MaxPoolFunction : torch::autograd::Function<MaxPoolFunction> {
       const scalar_t* gp = gy.data_ptr<scalar_t>();
       const uint8_t* ip = idx.data_ptr<uint8_t>();
       scalar_t* xp = gx.data_ptr<scalar_t>();
+      if (g.KH == 2 && g.KW == 2 && g.sH == 2 && g.sW == 2 && g.pH == 0 && g.pW == 0) {
+        const CpuLoops loops = cpu_loops();
+        at::parallel_for(0, g.N * g.C, plane_grain(g), [&](int64_t p0, int64_t p1) {
+          SNN_ISA_CALL(loops, neurons::detail, max_pool_2x2_backward(gp, ip, xp, g.H, g.W, p0, p1));
+        });
+        return;
+      }
       at::parallel_for(0, g.N * g.C, plane_grain(g),
                        [&](int64_t p0, int64_t p1) { pool_backward(gp, ip, xp, g, p0, p1); });
     });
