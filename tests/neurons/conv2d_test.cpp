@@ -194,32 +194,34 @@ TEST(Conv2dEvent, AnImageGivesTheSameOutputAloneInAnyBatchAndOnAnyThreads) {
                                                     c.padding, c.dilation)));
 }
 
+// The message of the snn::Error f throws, or "no error".
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
 // One snn::Error naming the numbers, never a crash.
 TEST(Conv2dEvent, RejectsShapesThatDoNotFitWithTheNumbers) {
   const torch::Tensor x = torch::zeros({2, 3, 5, 5});
   const torch::Tensor w = torch::zeros({4, 3, 3, 3});
-  const auto message = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message([&] { functional::conv2d_event(torch::zeros({2, 2, 5, 5}), w, {}, {1, 1}, {0, 0}, {1, 1}); })
+  EXPECT_NE(error_of([&] { functional::conv2d_event(torch::zeros({2, 2, 5, 5}), w, {}, {1, 1}, {0, 0}, {1, 1}); })
                 .find("2 channels"),
             std::string::npos);
-  EXPECT_NE(message([&] { functional::conv2d_event(x, torch::zeros({4, 3, 7, 3}), {}, {1, 1}, {0, 0}, {1, 1}); })
+  EXPECT_NE(error_of([&] { functional::conv2d_event(x, torch::zeros({4, 3, 7, 3}), {}, {1, 1}, {0, 0}, {1, 1}); })
                 .find("spanning 7 x 3 does not fit the padded input 5 x 5"),
             std::string::npos);
-  EXPECT_NE(message([&] { functional::conv2d_event(x, w, {}, {0, 1}, {0, 0}, {1, 1}); }).find("stride (0, 1)"),
+  EXPECT_NE(error_of([&] { functional::conv2d_event(x, w, {}, {0, 1}, {0, 0}, {1, 1}); }).find("stride (0, 1)"),
             std::string::npos);
-  EXPECT_NE(message([&] { functional::conv2d_event(x, w, {}, {1, 1}, {0, 0}, {1, 0}); }).find("dilation (1, 0)"),
+  EXPECT_NE(error_of([&] { functional::conv2d_event(x, w, {}, {1, 1}, {0, 0}, {1, 0}); }).find("dilation (1, 0)"),
             std::string::npos);
-  EXPECT_NE(message([&] { functional::conv2d_event(x, w, torch::zeros({3}), {1, 1}, {0, 0}, {1, 1}); })
+  EXPECT_NE(error_of([&] { functional::conv2d_event(x, w, torch::zeros({3}), {1, 1}, {0, 0}, {1, 1}); })
                 .find("bias must be [4]"),
             std::string::npos);
-  EXPECT_NE(message([&] { functional::conv2d_event(x.to(torch::kDouble), w, {}, {1, 1}, {0, 0}, {1, 1}); })
+  EXPECT_NE(error_of([&] { functional::conv2d_event(x.to(torch::kDouble), w, {}, {1, 1}, {0, 0}, {1, 1}); })
                 .find("input is Double but the weight is Float"),
             std::string::npos);
 }
@@ -330,21 +332,13 @@ TEST(Conv2dInputGrad, AttachedToRowsOfADetachedInputGivesTheIm2colPathsGradients
 
 TEST(Conv2dInputGrad, RejectsShapesThatDoNotFitWithTheNumbers) {
   const torch::Tensor w = torch::zeros({4, 3, 3, 3});
-  const auto message = [](const std::function<void()>& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message([&] { functional::conv2d_input_grad(torch::zeros({2, 4, 5, 5}), w, 5, 5, {3, 1}); })
+  EXPECT_NE(error_of([&] { functional::conv2d_input_grad(torch::zeros({2, 4, 5, 5}), w, 5, 5, {3, 1}); })
                 .find("padding (3, 1) must lie in [0, kernel - 1]"),
             std::string::npos);
-  EXPECT_NE(message([&] { functional::conv2d_input_grad(torch::zeros({2, 5, 5, 5}), w, 5, 5, {1, 1}); })
+  EXPECT_NE(error_of([&] { functional::conv2d_input_grad(torch::zeros({2, 5, 5, 5}), w, 5, 5, {1, 1}); })
                 .find("expected [N, 4, 5, 5]"),
             std::string::npos);
-  EXPECT_NE(message([&] { functional::with_conv2d_input_grad(torch::zeros({2, 4, 5, 5}), torch::zeros({2, 2, 5, 5}),
+  EXPECT_NE(error_of([&] { functional::with_conv2d_input_grad(torch::zeros({2, 4, 5, 5}), torch::zeros({2, 2, 5, 5}),
                                                              w, {1, 1}); })
                 .find("do not belong to one convolution"),
             std::string::npos);
