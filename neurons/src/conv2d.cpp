@@ -372,10 +372,14 @@ struct InputGradBridge : torch::autograd::Function<InputGradBridge> {
 
 torch::Tensor with_conv2d_input_grad(const torch::Tensor& y, const torch::Tensor& x, const torch::Tensor& weight,
                                      std::array<int64_t, 2> padding) {
+  // Checked here, not first in the backward pass.
   if (y.dim() != 4 || x.dim() != 4 || weight.dim() != 4 || y.size(0) != x.size(0) || y.size(1) != weight.size(0) ||
-      x.size(1) != weight.size(1)) {
-    throw Error("with_conv2d_input_grad: the output " + shape_text(y) + ", input " + shape_text(x) +
-                " and weight " + shape_text(weight) + " do not belong to one convolution");
+      x.size(1) != weight.size(1) || y.size(2) != x.size(2) + 2 * padding[0] - weight.size(2) + 1 ||
+      y.size(3) != x.size(3) + 2 * padding[1] - weight.size(3) + 1 ||
+      !conv2d_input_grad_fits(x.detach(), weight.detach(), {1, 1}, padding, {1, 1})) {
+    throw Error("with_conv2d_input_grad: the output " + shape_text(y) + ", input " + shape_text(x) + " and weight " +
+                shape_text(weight) + " do not belong to one stride-1 CPU convolution with padding (" +
+                std::to_string(padding[0]) + ", " + std::to_string(padding[1]) + ") that conv2d_input_grad takes");
   }
   return InputGradBridge::apply(y, x, weight.detach(), padding[0], padding[1]);
 }

@@ -382,6 +382,67 @@ kind = "Output"
   EXPECT_TRUE(torch::allclose(got.view({5, 3, 5, 5}), want, 1e-5, 1e-6));
 }
 
+// Training through a second convolution (stride 1, after spiking neurons):
+// its input's gradient comes straight from its output's
+// (snn::functional::with_conv2d_input_grad), so the first convolution's
+// parameters get gradients through it, which do not depend on the
+// partition or K. (tests/neurons/conv2d_test.cpp shows that gradient bit for
+// bit the im2col path's; this is the graph model's wiring of it.)
+TEST(GraphModel, ConvolutionAfterNeuronsPassesItsInputGradientOn) {
+  const Graph g = graph::parse_graph_text(R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [1, 8, 8]
+[[nodes]]
+name = "conv1"
+kind = "Conv2d"
+features = 4
+kernel_size = 3
+padding = 1
+[[nodes]]
+name = "l1"
+kind = "LIF"
+v_threshold = 0.3
+[[nodes]]
+name = "conv2"
+kind = "Conv2d"
+features = 5
+kernel_size = 3
+padding = 1
+[[nodes]]
+name = "l2"
+kind = "LIF"
+v_threshold = 0.3
+[[nodes]]
+name = "flat"
+kind = "Flatten"
+[[nodes]]
+name = "fc"
+kind = "Affine"
+features = 3
+[[nodes]]
+name = "l3"
+kind = "IF"
+v_threshold = 0.5
+[[nodes]]
+name = "output"
+kind = "Output"
+)",
+                                          "conv_grad");
+  const torch::Tensor x = images(4, 64);
+  torch::manual_seed(5);
+  const torch::Tensor probe = torch::randn({5, 4, 3});
+  const auto a = gradients(g, x, probe, {"cpu"}, 0), b = gradients(g, x, probe, {"cpu", "cpu"}, 2),
+             c = gradients(g, x, probe, {"cpu"}, 1);
+  ASSERT_EQ(a.size(), 6u);  // conv1, conv2, fc: weight and bias each
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_TRUE(torch::equal(a[i], b[i])) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(a[i], c[i])) << "parameter " << i;
+  }
+  EXPECT_GT(a[0].abs().sum().item<double>(), 0) << "no gradient reached the first convolution";
+}
+
 // A grouped convolution: each group's channels from its own inputs, as
 // LibTorch's conv2d with groups (to rounding); written and read back whole.
 TEST(GraphModel, GroupedConvolutionEqualsConv2dWithGroups) {

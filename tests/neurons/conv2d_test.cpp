@@ -237,6 +237,7 @@ const std::vector<ConvCase>& grad_cases() {
       {4, 7, 6, 3, 3, 2, {1, 1}, {0, 1}, {1, 1}},      // no padding in y, uneven kernel
       {2, 5, 5, 4, 1, 1, {1, 1}, {0, 0}, {1, 1}},      // 1 x 1
       {9, 6, 20, 7, 5, 3, {1, 1}, {4, 2}, {1, 1}},     // padding kernel - 1: taps wholly in the padding
+      {8, 4, 16, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}},     // rows of whole vectors (16 floats, 8 doubles)
   };
   return all;
 }
@@ -266,22 +267,27 @@ TEST(Conv2dInputGrad, EqualsTheIm2colPathsGradientBitForBitOnEveryBuild) {
       const torch::Tensor x = torch::randn({3, c.cin, c.h, c.w}, dtype);
       const torch::Tensor w = torch::randn({c.cout, c.cin, c.kh, c.kw}, dtype);
       const int64_t oh = c.h + 2 * c.padding[0] - c.kh + 1, ow = c.w + 2 * c.padding[1] - c.kw + 1;
-      // Exact zeros among the gradients (a max pool's), which the event
-      // kernel of the im2col path skips.
-      const torch::Tensor gy = torch::randn({3, c.cout, oh, ow}, dtype) * (torch::rand({3, c.cout, oh, ow}) < 0.7);
-      const std::string what = conv_name(c) + (dtype == torch::kFloat ? " float" : " double");
-      ASSERT_TRUE(functional::conv2d_input_grad_fits(x, w, c.stride, c.padding, c.dilation)) << what;
-      const torch::Tensor ref = im2col_input_grad(x, w, gy, c);
-      for (CpuIsa isa : test::cpu_builds()) {
-        test::CpuIsaScope scope(isa);
-        const torch::Tensor gx = functional::conv2d_input_grad(gy, w, c.h, c.w, c.padding);
-        ASSERT_EQ(gx.sizes(), x.sizes()) << what;
-        EXPECT_TRUE(torch::equal(bits(gx), bits(ref))) << what << " CpuIsa " << static_cast<int>(isa);
+      // Exact zeros among the gradients (a max pool's): at 15% nonzero the
+      // im2col path's backward takes Linear's event-driven kernel, which
+      // skips them, at 70% the dense one.
+      for (const double density : {0.7, 0.15}) {
+        const torch::Tensor gy =
+            torch::randn({3, c.cout, oh, ow}, dtype) * (torch::rand({3, c.cout, oh, ow}) < density);
+        const std::string what = conv_name(c) + (dtype == torch::kFloat ? " float" : " double") + " density " +
+                                 std::to_string(density);
+        ASSERT_TRUE(functional::conv2d_input_grad_fits(x, w, c.stride, c.padding, c.dilation)) << what;
+        const torch::Tensor ref = im2col_input_grad(x, w, gy, c);
+        for (CpuIsa isa : test::cpu_builds()) {
+          test::CpuIsaScope scope(isa);
+          const torch::Tensor gx = functional::conv2d_input_grad(gy, w, c.h, c.w, c.padding);
+          ASSERT_EQ(gx.sizes(), x.sizes()) << what;
+          EXPECT_TRUE(torch::equal(bits(gx), bits(ref))) << what << " CpuIsa " << static_cast<int>(isa);
+        }
+        // And the convolution's own gradient (LibTorch's sums in its order).
+        const torch::Tensor xt = x.clone().requires_grad_(true);
+        torch::conv2d(xt, w, {}, 1, {c.padding[0], c.padding[1]}).backward(gy);
+        EXPECT_TRUE(torch::allclose(ref, xt.grad(), 1e-4, dtype == torch::kFloat ? 1e-4 : 1e-10)) << what;
       }
-      // And the convolution's own gradient (LibTorch's sums in its order).
-      const torch::Tensor xt = x.clone().requires_grad_(true);
-      torch::conv2d(xt, w, {}, 1, {c.padding[0], c.padding[1]}).backward(gy);
-      EXPECT_TRUE(torch::allclose(ref, xt.grad(), 1e-4, dtype == torch::kFloat ? 1e-4 : 1e-10)) << what;
     }
   }
 }
@@ -340,7 +346,12 @@ TEST(Conv2dInputGrad, RejectsShapesThatDoNotFitWithTheNumbers) {
             std::string::npos);
   EXPECT_NE(error_of([&] { functional::with_conv2d_input_grad(torch::zeros({2, 4, 5, 5}), torch::zeros({2, 2, 5, 5}),
                                                              w, {1, 1}); })
-                .find("do not belong to one convolution"),
+                .find("do not belong to one stride-1 CPU convolution"),
+            std::string::npos);
+  // Sizes that a stride-2 convolution would give: refused at the call, not in backward.
+  EXPECT_NE(error_of([&] { functional::with_conv2d_input_grad(torch::zeros({2, 4, 3, 3}), torch::zeros({2, 3, 5, 5}),
+                                                             w, {1, 1}); })
+                .find("padding (1, 1) that conv2d_input_grad takes"),
             std::string::npos);
   EXPECT_FALSE(functional::conv2d_input_grad_fits(torch::zeros({2, 3, 5, 5}), w, {2, 1}, {1, 1}, {1, 1}));
   EXPECT_FALSE(functional::conv2d_input_grad_fits(torch::zeros({2, 3, 5, 5}), w, {1, 1}, {1, 1}, {1, 2}));

@@ -13,6 +13,7 @@
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
 #include "snn/neurons/windows.h"
+#include "support/cpu_builds.h"
 
 namespace snn {
 namespace {
@@ -204,10 +205,10 @@ torch::Tensor unfold_rows(const torch::Tensor& x, const Window& c) {
 
 TEST(Im2Rows, GivesUnfoldsRowsAndGradientsBitForBitOnEveryCpuBuild) {
   // The loops are compiled per instruction set, their transposes in blocks
-  // of a vector's lanes (16, 8 or 4 floats): the cases have blocks and edges.
-  const CpuIsa before = detail::cpu_isa_setting().load();
-  for (const CpuIsa isa : {CpuIsa::kBaseline, CpuIsa::kAvx2, CpuIsa::kAuto}) {
-    set_cpu_isa(isa);
+  // of a vector's lanes (16 or 8 floats, 8 or 4 doubles): the cases have
+  // blocks and edges.
+  for (const CpuIsa isa : test::cpu_builds()) {
+    test::CpuIsaScope scope(isa);
     for (const auto dtype : {torch::kFloat, torch::kDouble}) {
       for (const auto& c : conv_cases) {
         SCOPED_TRACE(name_of(c) + " " + cpu_loops_name(cpu_loops()) + " " + c10::toString(dtype));
@@ -225,7 +226,6 @@ TEST(Im2Rows, GivesUnfoldsRowsAndGradientsBitForBitOnEveryCpuBuild) {
       }
     }
   }
-  set_cpu_isa(before);
 }
 
 TEST(Im2Rows, ANarrowedInputGetsItsGradientThroughTheView) {
