@@ -116,13 +116,8 @@ inline __attribute__((always_inline)) void row_backward(const T* g, const uint8_
     typedef T V __attribute__((vector_size(N * sizeof(T))));
     using I = decltype(V{} < V{});
     typedef uint8_t Bytes __attribute__((vector_size(N)));
-    I lo, hi;  // interleaving two vectors: their low halves' lanes, their high halves'
-    for (int l = 0; l < N / 2; ++l) {
-      lo[2 * l] = l;
-      lo[2 * l + 1] = l + N;
-      hi[2 * l] = l + N / 2;
-      hi[2 * l + 1] = l + N / 2 + N;
-    }
+    I lo, hi;
+    interleave_masks<I, N>(lo, hi);
     for (int64_t ox0 = 0; ox0 < OW; ox0 += N) {
       const int64_t ox = ox0 + N <= OW ? ox0 : OW - N;
       const V v = V{} + load<V>(g + ox);

@@ -35,12 +35,7 @@ void transpose(const T* src, T* dst, int64_t rows, int64_t cols) {
   constexpr int N = sizeof(V) / sizeof(T);
   using I = decltype(V{} < V{});
   I lo, hi;
-  for (int l = 0; l < N / 2; ++l) {
-    lo[2 * l] = l;
-    lo[2 * l + 1] = l + N;
-    hi[2 * l] = l + N / 2;
-    hi[2 * l + 1] = l + N / 2 + N;
-  }
+  interleave_masks<I, N>(lo, hi);
   const int64_t R = rows - rows % N, C = cols - cols % N;
   for (int64_t r0 = 0; r0 < R; r0 += N) {
     for (int64_t c0 = 0; c0 < C; c0 += N) {

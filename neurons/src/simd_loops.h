@@ -228,6 +228,19 @@ inline int64_t list_spikes(const uint8_t* x, int64_t n, int32_t* idx) {
   return k;
 }
 
+// The __builtin_shuffle index vectors that interleave two N-lane vectors
+// a and b: lo gives a0 b0 a1 b1 ... (their low halves), hi the same of their
+// high halves. I is the integer vector type of the lanes' width.
+template <typename I, int N>
+inline __attribute__((always_inline)) void interleave_masks(I& lo, I& hi) {
+  for (int l = 0; l < N / 2; ++l) {
+    lo[2 * l] = l;
+    lo[2 * l + 1] = l + N;
+    hi[2 * l] = l + N / 2;
+    hi[2 * l + 1] = l + N / 2 + N;
+  }
+}
+
 #ifdef __AVX512F__
 // GCC 12's AVX-512 shuffle intrinsics start from _mm512_undefined_ps(), which
 // -Wmaybe-uninitialized reports when they are inlined (a false alarm).

@@ -20,7 +20,7 @@
 
 namespace snn {
 namespace neurons::detail {
-#define SNN_DECLARE_MAX_POOL_2X2(isa)                                                                      \
+#define SNN_DECLARE_WINDOW_LOOPS(isa)                                                                      \
   namespace isa {                                                                                          \
   template <typename T>                                                                                    \
   void max_pool_2x2(const T* x, T* y, uint8_t* idx, int64_t H, int64_t W, int64_t p0, int64_t p1);         \
@@ -32,10 +32,10 @@ namespace neurons::detail {
   template <typename T>                                                                                    \
   void rows2im_images(const T* grows, T* gx, const WindowGeometry& g, int64_t n0, int64_t n1);             \
   }
-SNN_DECLARE_MAX_POOL_2X2(base)
-SNN_DECLARE_MAX_POOL_2X2(avx2)
-SNN_DECLARE_MAX_POOL_2X2(avx512)
-#undef SNN_DECLARE_MAX_POOL_2X2
+SNN_DECLARE_WINDOW_LOOPS(base)
+SNN_DECLARE_WINDOW_LOOPS(avx2)
+SNN_DECLARE_WINDOW_LOOPS(avx512)
+#undef SNN_DECLARE_WINDOW_LOOPS
 }  // namespace neurons::detail
 
 namespace functional {
@@ -96,7 +96,8 @@ void pool_forward(const T* x, T* y, uint8_t* idx, const Geometry& g, int64_t p0,
 }
 
 // The gradient of planes [p0, p1): zero, then each output's gradient added
-// to its maximum's element, outputs in order (LibTorch's order).
+// to its maximum's element, outputs in order (LibTorch's order). (The 2 x 2
+// pool's goes to the per-ISA max_pool_2x2_backward, pool_loops.cpp.)
 template <typename T>
 void pool_backward(const T* gy, const uint8_t* idx, T* gx, const Geometry& g, int64_t p0, int64_t p1) {
   for (int64_t p = p0; p < p1; ++p) {
@@ -114,6 +115,12 @@ void pool_backward(const T* gy, const uint8_t* idx, T* gx, const Geometry& g, in
   }
 }
 
+// CNNs' usual pool, 2 x 2 windows at stride 2 without padding: per-ISA
+// vector loops both ways (pool_loops.cpp).
+bool is_pool_2x2(const Geometry& g) {
+  return g.KH == 2 && g.KW == 2 && g.sH == 2 && g.sW == 2 && g.pH == 0 && g.pW == 0;
+}
+
 // Planes per task: about 16K outputs.
 int64_t plane_grain(const Geometry& g) { return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, g.OH * g.OW)); }
 
@@ -124,7 +131,7 @@ torch::Tensor pool(const torch::Tensor& x, const Geometry& g, torch::Tensor* idx
     const scalar_t* xp = x.data_ptr<scalar_t>();
     scalar_t* yp = y.data_ptr<scalar_t>();
     uint8_t* ip = idx ? idx->data_ptr<uint8_t>() : nullptr;
-    if (g.KH == 2 && g.KW == 2 && g.sH == 2 && g.sW == 2 && g.pH == 0 && g.pW == 0) {
+    if (is_pool_2x2(g)) {
       // CNNs' usual pool: vectors of outputs, no clipping arithmetic.
       const CpuLoops loops = cpu_loops();
       at::parallel_for(0, g.N * g.C, plane_grain(g), [&](int64_t p0, int64_t p1) {
@@ -159,7 +166,7 @@ struct MaxPoolFunction : torch::autograd::Function<MaxPoolFunction> {
       const scalar_t* gp = gy.data_ptr<scalar_t>();
       const uint8_t* ip = idx.data_ptr<uint8_t>();
       scalar_t* xp = gx.data_ptr<scalar_t>();
-      if (g.KH == 2 && g.KW == 2 && g.sH == 2 && g.sW == 2 && g.pH == 0 && g.pW == 0) {
+      if (is_pool_2x2(g)) {
         const CpuLoops loops = cpu_loops();
         at::parallel_for(0, g.N * g.C, plane_grain(g), [&](int64_t p0, int64_t p1) {
           SNN_ISA_CALL(loops, neurons::detail, max_pool_2x2_backward(gp, ip, xp, g.H, g.W, p0, p1));
