@@ -433,6 +433,71 @@ int64_t count_nonzero(const T* x, int64_t n) {
   return c;
 }
 
+// The weight gradient's rows per mask of an input's nonzero rows (its bits).
+constexpr int64_t kWeightGradChunkRows = 64;
+// Output tiles per pass over the masks: eight vectors of sums.
+constexpr int kPassTiles = kVectorBytes == 64 ? 4 : 2;
+
+// linear_weight_grad's pass over the masks for the NT output tiles from t:
+// for each chunk of rows and each input with a nonzero mask, the input's
+// sums of those tiles (in registers meanwhile) get the gy rows of its bits
+// in ascending row order. The chunk of the tiles' columns (NT x 8 KiB) stays
+// in L1 while the inputs go by. A last tile past `out` goes through a
+// zero-padded copy of its sums.
+template <typename X, int NT>
+void weight_grad_tiles(const X* x, const double* gy, double* sum_t, const uint64_t* masks, const int64_t* row_at,
+                       int64_t in, int64_t out, int64_t rows, int64_t f0, int64_t nf, bool binary, int64_t t) {
+  using V = Simd<double>::type;
+  constexpr int64_t L = sizeof(V) / sizeof(double);
+  constexpr int NV = kTile / L;  // vectors per tile
+  const int64_t chunks = (rows + kWeightGradChunkRows - 1) / kWeightGradChunkRows;
+  const bool whole = (t + NT) * kTile <= out;
+  const double* g[NT];
+  for (int k = 0; k < NT; ++k) g[k] = gy + (t + k) * rows * kTile;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const uint64_t* mc = masks + c * nf;
+    const int64_t c0 = c * kWeightGradChunkRows;
+    for (int64_t f = 0; f < nf; ++f) {
+      uint64_t bits = mc[f];
+      if (bits == 0) continue;  // no nonzero input in this chunk
+      double* row = sum_t + (f0 + f) * out;
+      double edge[NT * kTile];  // zeroed only where used: this runs once per input and chunk
+      double* sums = row + t * kTile;
+      if (!whole) {
+        for (int64_t o = 0; o < NT * kTile; ++o) edge[o] = 0.0;
+        std::memcpy(edge, sums, (out - t * kTile) * sizeof(double));
+        sums = edge;
+      }
+      V acc[NT * NV];
+#pragma GCC unroll 16
+      for (int v = 0; v < NT * NV; ++v) acc[v] = load<V>(sums + v * L);
+      if (binary) {
+        for (; bits != 0; bits &= bits - 1) {
+          const int64_t off = (c0 + __builtin_ctzll(bits)) * kTile;
+#pragma GCC unroll 4
+          for (int k = 0; k < NT; ++k) {
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; ++v) acc[k * NV + v] = acc[k * NV + v] + load<V>(g[k] + off + v * L);
+          }
+        }
+      } else {
+        for (; bits != 0; bits &= bits - 1) {
+          const int64_t p = c0 + __builtin_ctzll(bits), off = p * kTile;
+          const V xv = splat<V>(static_cast<double>(x[row_at[p] * in + f0 + f]));
+#pragma GCC unroll 4
+          for (int k = 0; k < NT; ++k) {
+#pragma GCC unroll 8
+            for (int v = 0; v < NV; ++v) acc[k * NV + v] = acc[k * NV + v] + xv * load<V>(g[k] + off + v * L);
+          }
+        }
+      }
+#pragma GCC unroll 16
+      for (int v = 0; v < NT * NV; ++v) store(sums + v * L, acc[v]);
+      if (!whole) std::memcpy(row + t * kTile, edge, (out - t * kTile) * sizeof(double));
+    }
+  }
+}
+
 // Adds a block's weight gradient to double running sums for the inputs f in
 // [f0, f1): sum_t[f, o] += x[r, f] * gy[r, o]. Every sum visits the rows in
 // the order backpropagation through time visits the steps (steps
@@ -443,13 +508,14 @@ int64_t count_nonzero(const T* x, int64_t n) {
 // Shape: gy comes packed like the weights, [tiles, rows, 16] (zero-padded),
 // with its rows in BPTT order (row p is step steps - 1 - p / batch, sample
 // p % batch), so that a tile's column is contiguous. The rows are taken
-// kChunkRows = 64 at a time, and each input's nonzero rows within a chunk
-// are one 64-bit mask (bit j: row c0 + j), built once per call from each
-// row's list of nonzero inputs; its set bits ascend, so they visit the rows
-// in BPTT order. For each pair of output tiles, chunk by chunk, each input
-// with a nonzero mask then adds the gy rows of its bits to its sums (in
-// registers meanwhile): the chunk of the two tiles' columns (16 KiB) stays
-// in L1 while the inputs go by, the sums (inputs x 256 bytes) in L2.
+// kWeightGradChunkRows = 64 at a time, and each input's nonzero rows within
+// a chunk are one 64-bit mask (bit j: row c0 + j), built once per call from
+// each row's list of nonzero inputs; its set bits ascend, so they visit the
+// rows in BPTT order. For each group of kPassTiles output tiles, chunk by
+// chunk, each input with a nonzero mask then adds the gy rows of its bits to
+// its sums (weight_grad_tiles): the chunk of the tiles' columns (16 or 32
+// KiB) stays in L1 while the inputs go by, the sums (inputs x 128 bytes per
+// tile) in L2.
 //
 // X is float or double (real inputs) or uint8_t (bool spikes, listed from
 // the bytes).
@@ -457,12 +523,8 @@ template <typename X>
 void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in, int64_t out, int64_t steps,
                         int64_t batch, int64_t f0, int64_t f1) {
   constexpr bool kSpikes = std::is_same_v<X, uint8_t>;
-  using V = Simd<double>::type;
-  constexpr int64_t L = sizeof(V) / sizeof(double);
-  constexpr int NV = kTile / L;  // vectors per tile
   const int64_t nf = f1 - f0, rows = steps * batch;
-  constexpr int64_t kChunkRows = 64;  // bits per mask; 2 tiles x 16 doubles x 64 rows = 16 KiB of gy, in L1
-  const int64_t chunks = (rows + kChunkRows - 1) / kChunkRows;
+  const int64_t chunks = (rows + kWeightGradChunkRows - 1) / kWeightGradChunkRows;
   // Each thread's buffers, kept between calls: no allocation in steady state.
   thread_local Scratch<uint64_t> masks_buffer;  // [chunks, nf]
   thread_local Scratch<int32_t> nz_buffer;       // one row's nonzero inputs
@@ -488,72 +550,23 @@ void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in,
         k = list_nonzero(x + r * in + f0, nf, nz, nz_val, &ones);
         binary = binary && ones;
       }
-      uint64_t* m = masks + (p / kChunkRows) * nf;
-      const uint64_t bit = uint64_t(1) << (p % kChunkRows);
+      uint64_t* m = masks + (p / kWeightGradChunkRows) * nf;
+      const uint64_t bit = uint64_t(1) << (p % kWeightGradChunkRows);
       for (int64_t i = 0; i < k; ++i) m[nz[i]] |= bit;
     }
   }
-  const uint64_t* mk = masks;
-  const int64_t* ra = row_at;
   const int64_t tiles = (out + kTile - 1) / kTile;
-  // Two tiles per pass over a mask where there are two: eight independent
-  // sums hide the latency of the additions (each sum's own order is kept).
+  // kPassTiles tiles per pass over a mask where there are that many: eight
+  // independent vector sums (two tiles of four vectors on AVX2, four of two
+  // on AVX-512) hide the latency of the additions; each sum's own order is
+  // kept, so the result does not depend on how many tiles share a pass.
   for (int64_t t = 0; t < tiles;) {
-    const int64_t nt = t + 1 < tiles ? 2 : 1;
-    // The sums of whole tiles are read and written in place; a partial
-    // last tile goes through a zero-padded copy.
-    const bool whole = (t + nt) * kTile <= out;
-    const double* g0 = gy + t * rows * kTile;
-    const double* g1 = nt == 2 ? g0 + rows * kTile : g0;  // g1 unused for one tile
-    for (int64_t c = 0; c < chunks; ++c) {
-      const uint64_t* mc = mk + c * nf;
-      const int64_t c0 = c * kChunkRows;
-      for (int64_t f = 0; f < nf; ++f) {
-        uint64_t bits = mc[f];
-        if (bits == 0) continue;  // no nonzero input in this chunk
-        double* row = sum_t + (f0 + f) * out;
-        double edge[2 * kTile];  // zeroed only where used: this runs once per input and chunk
-        double* sums = row + t * kTile;
-        if (!whole) {
-          for (int64_t o = 0; o < 2 * kTile; ++o) edge[o] = 0.0;
-          std::memcpy(edge, sums, (out - t * kTile) * sizeof(double));
-          sums = edge;
-        }
-        V acc[2 * NV];
-#pragma GCC unroll 8
-        for (int v = 0; v < 2 * NV; ++v) acc[v] = v < nt * NV ? load<V>(sums + v * L) : V{};
-        if (binary && nt == 2) {
-          for (; bits != 0; bits &= bits - 1) {
-            const int64_t off = (c0 + __builtin_ctzll(bits)) * kTile;
-#pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v) acc[v] = acc[v] + load<V>(g0 + off + v * L);
-#pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v) acc[NV + v] = acc[NV + v] + load<V>(g1 + off + v * L);
-          }
-        } else if (binary) {
-          for (; bits != 0; bits &= bits - 1) {
-            const int64_t off = (c0 + __builtin_ctzll(bits)) * kTile;
-#pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v) acc[v] = acc[v] + load<V>(g0 + off + v * L);
-          }
-        } else {
-          for (; bits != 0; bits &= bits - 1) {
-            const int64_t p = c0 + __builtin_ctzll(bits), off = p * kTile;
-            const V xv = splat<V>(static_cast<double>(x[ra[p] * in + f0 + f]));
-#pragma GCC unroll 8
-            for (int v = 0; v < NV; ++v) acc[v] = acc[v] + xv * load<V>(g0 + off + v * L);
-            if (nt == 2) {
-#pragma GCC unroll 8
-              for (int v = 0; v < NV; ++v) acc[NV + v] = acc[NV + v] + xv * load<V>(g1 + off + v * L);
-            }
-          }
-        }
-#pragma GCC unroll 8
-        for (int v = 0; v < 2 * NV; ++v) {
-          if (v < nt * NV) store(sums + v * L, acc[v]);
-        }
-        if (!whole) std::memcpy(row + t * kTile, edge, (out - t * kTile) * sizeof(double));
-      }
+    const int64_t nt = std::min<int64_t>(kPassTiles, tiles - t);
+    switch (nt) {
+      case 1: weight_grad_tiles<X, 1>(x, gy, sum_t, masks, row_at, in, out, rows, f0, nf, binary, t); break;
+      case 2: weight_grad_tiles<X, 2>(x, gy, sum_t, masks, row_at, in, out, rows, f0, nf, binary, t); break;
+      case 3: weight_grad_tiles<X, 3>(x, gy, sum_t, masks, row_at, in, out, rows, f0, nf, binary, t); break;
+      default: weight_grad_tiles<X, 4>(x, gy, sum_t, masks, row_at, in, out, rows, f0, nf, binary, t); break;
     }
     t += nt;
   }

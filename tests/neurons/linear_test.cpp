@@ -430,9 +430,12 @@ TEST(Linear, BoolSpikesTrainLikeRealSpikes) {
 // a remainder for each vector width and a partial output tile.
 TEST(Linear, GradientsAreIdenticalOnEveryBuildOfTheCpuLoops) {
   torch::manual_seed(43);
-  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{300, 37}, {1000, 70}}) {
-    const torch::Tensor bits = torch::rand({6, 5, in}) < 0.15;
-    const torch::Tensor real = bits.to(torch::kFloat) * torch::randn({6, 5, in});
+  // Widths of 3, 4 (the last partial) and 5 tiles, so that the weight
+  // gradient's passes take 1 to 4 tiles on one build or another; 6 x 13 rows
+  // are two masks of rows.
+  for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{300, 37}, {90, 60}, {1000, 70}}) {
+    const torch::Tensor bits = torch::rand({6, 13, in}) < 0.15;
+    const torch::Tensor real = bits.to(torch::kFloat) * torch::randn({6, 13, in});
     Linear ref(LinearOptions(in, out));
     for (const torch::Tensor& x : {bits, bits.to(torch::kFloat), real}) {
       std::vector<torch::Tensor> gw, gb, gx;
