@@ -10,9 +10,11 @@
 #include <vector>
 
 #include "conv2d_args.h"
+#include "linear_grad.h"
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
 #include "snn/core/frozen_weights.h"
+#include "snn/neurons/windows.h"
 
 namespace snn {
 namespace neurons::detail {
@@ -341,47 +343,81 @@ torch::Tensor conv2d_input_grad(const torch::Tensor& gy_in, const torch::Tensor&
 
 namespace {
 
-// y itself, with x as a differentiable input whose gradient is the
-// convolution's (conv2d_input_grad of y's gradient); y's gradient passes
-// through unchanged to whatever computed y.
-struct InputGradBridge : torch::autograd::Function<InputGradBridge> {
-  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& y, const torch::Tensor& x,
-                               const torch::Tensor& weight, int64_t pH, int64_t pW) {
-    ctx->save_for_backward({weight});
-    ctx->saved_data["H"] = x.size(2);
-    ctx->saved_data["W"] = x.size(3);
+// conv2d_train's node: x and the weight saved, the output's gradient read
+// from planes.
+struct Conv2dTrainFunction : torch::autograd::Function<Conv2dTrainFunction> {
+  static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x,
+                               const torch::Tensor& weight, const torch::Tensor& bias, int64_t KH, int64_t KW,
+                               int64_t pH, int64_t pW, const c10::intrusive_ptr<LinearGradSums>& sums) {
+    ctx->save_for_backward({x, weight});
+    const bool has_bias = bias.numel() > 0;
+    ctx->saved_data["has_bias"] = has_bias;
+    ctx->saved_data["KH"] = KH;
+    ctx->saved_data["KW"] = KW;
     ctx->saved_data["pH"] = pH;
     ctx->saved_data["pW"] = pW;
-    return y;
+    if (sums) {
+      ctx->saved_data["sums"] = c10::IValue::make_capsule(sums);
+      // The parameters themselves (not saved copies) get their .grad written.
+      ctx->saved_data["weight"] = weight;
+      if (has_bias) ctx->saved_data["bias"] = bias;
+    }
+    const torch::Tensor w4 = weight.view({weight.size(0), x.size(1), KH, KW});
+    return conv2d_event(x, w4, has_bias ? bias : torch::Tensor(), {1, 1}, {pH, pW}, {1, 1});
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    const torch::Tensor& gy = grads[0];
-    torch::Tensor gx;
-    if (ctx->needs_input_grad(1) && gy.defined()) {
-      const torch::Tensor weight = ctx->get_saved_variables()[0];
-      gx = conv2d_input_grad(gy, weight, ctx->saved_data["H"].toInt(), ctx->saved_data["W"].toInt(),
-                             {ctx->saved_data["pH"].toInt(), ctx->saved_data["pW"].toInt()});
+    const auto saved = ctx->get_saved_variables();
+    const torch::Tensor& x = saved[0];
+    const torch::Tensor& weight = saved[1];
+    const torch::Tensor gy = grads[0].contiguous();
+    const int64_t KH = ctx->saved_data["KH"].toInt(), KW = ctx->saved_data["KW"].toInt();
+    const std::array<int64_t, 2> padding{ctx->saved_data["pH"].toInt(), ctx->saved_data["pW"].toInt()};
+    const bool has_bias = ctx->saved_data["has_bias"].toBool();
+    const bool need_w = ctx->needs_input_grad(1), need_b = has_bias && ctx->needs_input_grad(2);
+    torch::Tensor gx, gw, gb;
+    if (ctx->needs_input_grad(0)) {
+      gx = conv2d_input_grad(gy, weight.view({weight.size(0), x.size(1), KH, KW}), x.size(2), x.size(3), padding);
     }
-    return {gy, gx, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    if (need_w || need_b) {
+      torch::NoGradGuard no_grad;
+      const torch::Tensor rows = im2rows(x.detach(), {KH, KW}, {1, 1}, padding, {1, 1});
+      const torch::Tensor gd = pack_grad_planes(gy.view({gy.size(0), gy.size(1), -1}));
+      c10::intrusive_ptr<LinearGradSums> sums;
+      torch::Tensor weight_param, bias_param;
+      if (ctx->saved_data.count("sums")) {
+        sums = c10::static_intrusive_pointer_cast<LinearGradSums>(ctx->saved_data["sums"].toCapsule());
+        weight_param = ctx->saved_data["weight"].toTensor();
+        if (has_bias) bias_param = ctx->saved_data["bias"].toTensor();
+      }
+      std::tie(gw, gb) = parameter_grads(rows, gd, 1, weight, need_w, need_b, sums, weight_param, bias_param);
+    }
+    return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
-torch::Tensor with_conv2d_input_grad(const torch::Tensor& y, const torch::Tensor& x, const torch::Tensor& weight,
-                                     std::array<int64_t, 2> padding) {
-  // Checked here, not first in the backward pass.
-  if (y.dim() != 4 || x.dim() != 4 || weight.dim() != 4 || y.size(0) != x.size(0) || y.size(1) != weight.size(0) ||
-      x.size(1) != weight.size(1) || y.size(2) != x.size(2) + 2 * padding[0] - weight.size(2) + 1 ||
-      y.size(3) != x.size(3) + 2 * padding[1] - weight.size(3) + 1 ||
-      !conv2d_input_grad_fits(x.detach(), weight.detach(), {1, 1}, padding, {1, 1})) {
-    throw Error("with_conv2d_input_grad: the output " + shape_text(y) + ", input " + shape_text(x) + " and weight " +
-                shape_text(weight) + " do not belong to one stride-1 CPU convolution with padding (" +
-                std::to_string(padding[0]) + ", " + std::to_string(padding[1]) + ") that conv2d_input_grad takes");
+torch::Tensor conv2d_train(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                           std::array<int64_t, 2> kernel, std::array<int64_t, 2> padding,
+                           const c10::intrusive_ptr<LinearGradSums>& sums) {
+  const bool shapes_fit = x.dim() == 4 && weight.dim() == 2 && kernel[0] >= 1 && kernel[1] >= 1 &&
+                          weight.size(1) == x.size(1) * kernel[0] * kernel[1] &&
+                          (!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)));
+  if (!shapes_fit ||
+      !conv2d_input_grad_fits(x.detach(), weight.detach().view({weight.size(0), x.size(1), kernel[0], kernel[1]}),
+                              {1, 1}, padding, {1, 1}) ||
+      (bias.defined() && (bias.scalar_type() != weight.scalar_type() || !bias.is_cpu()))) {
+    throw Error("conv2d_train: the input " + shape_text(x) + ", weight " + shape_text(weight) + " and bias " +
+                (bias.defined() ? shape_text(bias) : std::string("(none)")) + " do not make one stride-1 CPU " +
+                "convolution with a " + std::to_string(kernel[0]) + " x " + std::to_string(kernel[1]) +
+                " kernel and padding (" + std::to_string(padding[0]) + ", " + std::to_string(padding[1]) +
+                ") of one dtype (float32 or float64)");
   }
-  return InputGradBridge::apply(y, x, weight.detach(), padding[0], padding[1]);
+  // Autograd records every tensor input, so an absent bias travels as an empty tensor.
+  const torch::Tensor b = bias.defined() ? bias : torch::empty({0}, weight.options());
+  return Conv2dTrainFunction::apply(x, weight, b, kernel[0], kernel[1], padding[0], padding[1], sums);
 }
 
 }  // namespace functional

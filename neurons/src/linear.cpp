@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "grad_sums.h"
+#include "linear_grad.h"
 #include "kernels.h"
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
@@ -45,6 +46,8 @@ SNN_DECLARE_LINEAR_ROWS(avx512)
                           int64_t batch, int64_t f0, int64_t f1);                                            \
   template <typename G>                                                                                      \
   void round_transposed(const double* sum_t, G* g, int64_t in, int64_t out, int64_t i0, int64_t i1);        \
+  template <typename T> /* rows_loops.cpp */                                                                 \
+  void planes_to_tile_rows(const T* planes, double* rows, int64_t width, int64_t L);                        \
   }
 SNN_DECLARE_LINEAR_GRAD(base)
 SNN_DECLARE_LINEAR_GRAD(avx2)
@@ -262,11 +265,10 @@ torch::Tensor linear_forward(const torch::Tensor& x2, const torch::Tensor& weigh
   return rows_times(x2, packed.weight, weight.size(0), packed.bias, path, crossover, steps);
 }
 
-// gy [steps * batch, out] (float or double, rows step-major) as the
-// gradient kernels read it: double, [tiles, rows, kTile] zero-padded like
-// the weights, row p being step steps - 1 - p / batch and sample p % batch
-// (BPTT order, so that every sum reads its rows in ascending order). One
-// pass; float to double is exact.
+}  // namespace
+
+// (linear_grad.h) One pass; float to double is exact.
+
 torch::Tensor pack_grad(const torch::Tensor& gy, int64_t steps) {
   const torch::Tensor g = gy.contiguous();
   const int64_t rows = g.size(0), out = g.size(1), batch = rows / steps, tiles = (out + kTile - 1) / kTile;
@@ -284,6 +286,8 @@ torch::Tensor pack_grad(const torch::Tensor& gy, int64_t steps) {
   });
   return packed;
 }
+
+namespace {
 
 // Adds the weight gradient of x2 [steps * batch, in] and gy (packed by
 // pack_grad) to sum_t [in, out] (double), split across threads by input, each
@@ -389,6 +393,64 @@ void publish_sum(const torch::Tensor& sum, torch::Tensor& param, torch::Tensor& 
   version = g._version();
 }
 
+torch::Tensor pack_grad_planes(const torch::Tensor& gy_planes) {
+  const torch::Tensor g = gy_planes.contiguous();
+  const int64_t N = g.size(0), out = g.size(1), L = g.size(2), tiles = (out + kTile - 1) / kTile;
+  torch::Tensor packed = torch::empty({tiles, N * L, kTile}, g.options().dtype(torch::kDouble));
+  AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "snn_linear_pack_grad_planes", [&] {
+    const scalar_t* src = g.data_ptr<scalar_t>();
+    double* dst = packed.data_ptr<double>();
+    const CpuLoops loops = cpu_loops();
+    at::parallel_for(0, N, std::max<int64_t>(1, 32768 / std::max<int64_t>(1, out * L)), [&](int64_t n0, int64_t n1) {
+      for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t t = 0; t < tiles; ++t) {
+          SNN_ISA_CALL(loops, neurons::detail,
+                       planes_to_tile_rows(src + (n * out + t * kTile) * L, dst + (t * N * L + n * L) * kTile,
+                                           std::min(kTile, out - t * kTile), L));
+        }
+      }
+    });
+  });
+  return packed;
+}
+
+std::pair<torch::Tensor, torch::Tensor> parameter_grads(const torch::Tensor& x2, const torch::Tensor& gd,
+                                                        int64_t steps, const torch::Tensor& weight, bool need_w,
+                                                        bool need_b, const c10::intrusive_ptr<LinearGradSums>& sums,
+                                                        torch::Tensor weight_param, torch::Tensor bias_param) {
+  const auto dbl = weight.options().dtype(torch::kDouble);
+  torch::Tensor gw, gb;
+  if (!sums) {
+    // One call's gradients, summed in double and rounded once.
+    if (need_w) {
+      torch::Tensor sum_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
+      add_weight_grad(x2, gd, sum_t, steps);
+      gw = sum_t.t().to(weight.scalar_type()).contiguous();
+    }
+    if (need_b) {
+      torch::Tensor sum = torch::zeros({weight.size(0)}, dbl);
+      add_bias_grad(gd, sum);
+      gb = sum.to(weight.scalar_type());
+    }
+    return {gw, gb};
+  }
+  // Sums carried across calls; the gradients go to .grad directly, so
+  // autograd gets none to accumulate (it would round per call).
+  if (need_w) {
+    if (!sums->weight_t.defined()) sums->weight_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
+    sync_sum(sums->weight_t, weight_param, sums->written_weight, sums->written_weight_version, true);
+    add_weight_grad(x2, gd, sums->weight_t, steps);
+    publish_sum(sums->weight_t, weight_param, sums->written_weight, sums->written_weight_version, true);
+  }
+  if (need_b) {
+    if (!sums->bias.defined()) sums->bias = torch::zeros({weight.size(0)}, dbl);
+    sync_sum(sums->bias, bias_param, sums->written_bias, sums->written_bias_version, false);
+    add_bias_grad(gd, sums->bias);
+    publish_sum(sums->bias, bias_param, sums->written_bias, sums->written_bias_version, false);
+  }
+  return {gw, gb};
+}
+
 namespace {
 
 struct LinearFunction : torch::autograd::Function<LinearFunction> {
@@ -431,41 +493,16 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     }
     if (!need_w && !need_b) return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     const int64_t steps = ctx->saved_data["steps"].toInt();
-    const auto dbl = weight.options().dtype(torch::kDouble);
     const torch::Tensor gd = pack_grad(gy, steps);  // once, for both sums
-    if (!ctx->saved_data.count("sums")) {
-      // One call's gradients, summed in double and rounded once.
-      if (need_w) {
-        torch::Tensor sum_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
-        add_weight_grad(x2, gd, sum_t, steps);
-        gw = sum_t.t().to(weight.scalar_type()).contiguous();
-      }
-      if (need_b) {
-        torch::Tensor sum = torch::zeros({weight.size(0)}, dbl);
-        add_bias_grad(gd, sum);
-        gb = sum.to(weight.scalar_type());
-      }
-      return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    c10::intrusive_ptr<LinearGradSums> sums;
+    torch::Tensor weight_param, bias_param;
+    if (ctx->saved_data.count("sums")) {
+      sums = c10::static_intrusive_pointer_cast<LinearGradSums>(ctx->saved_data["sums"].toCapsule());
+      weight_param = ctx->saved_data["weight"].toTensor();
+      if (has_bias) bias_param = ctx->saved_data["bias"].toTensor();
     }
-    // Sums carried across calls; the gradients go to .grad directly, so
-    // autograd gets none to accumulate (it would round per call).
-    auto sums = c10::static_intrusive_pointer_cast<LinearGradSums>(ctx->saved_data["sums"].toCapsule());
-    if (need_w) {
-      torch::Tensor param = ctx->saved_data["weight"].toTensor();
-      if (!sums->weight_t.defined()) sums->weight_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
-      sync_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
-      add_weight_grad(x2, gd, sums->weight_t, steps);
-      publish_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
-    }
-    if (need_b) {
-      torch::Tensor param = ctx->saved_data["bias"].toTensor();
-      if (!sums->bias.defined()) sums->bias = torch::zeros({weight.size(0)}, dbl);
-      sync_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
-      add_bias_grad(gd, sums->bias);
-      publish_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
-    }
-    return {gx, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
-            torch::Tensor()};
+    std::tie(gw, gb) = parameter_grads(x2, gd, steps, weight, need_w, need_b, sums, weight_param, bias_param);
+    return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 

@@ -162,9 +162,32 @@ void rows2im_images(const T* grows, T* gx, const WindowGeometry& g, int64_t n0, 
   }
 }
 
+// One image's and output tile's share of a convolution's output gradient
+// as the weight gradient reads it (pack_grad_planes, linear.cpp): rows [L,
+// 16] (double; columns from `width` on zero) = planes [width, L]
+// transposed, each value converted exactly. Through a transposed copy in
+// the planes' type (register blocks where the tile is whole), then
+// converted along contiguous memory.
+template <typename T>
+void planes_to_tile_rows(const T* planes, double* rows, int64_t width, int64_t L) {
+  constexpr int64_t kTile = 16;  // linear_loops.cpp's output columns per tile
+  thread_local Scratch<T> scratch_buffer;
+  T* const t = scratch_buffer.reserve(L * kTile);
+  if (width == kTile) {
+    transpose(planes, t, kTile, L);
+  } else {
+    for (int64_t l = 0; l < L; ++l) {
+      for (int64_t o = 0; o < kTile; ++o) t[l * kTile + o] = o < width ? planes[o * L + l] : T(0);
+    }
+  }
+  for (int64_t i = 0; i < L * kTile; ++i) rows[i] = static_cast<double>(t[i]);
+}
+
 template void im2rows_images<float>(const float*, float*, const WindowGeometry&, int64_t, int64_t);
 template void im2rows_images<double>(const double*, double*, const WindowGeometry&, int64_t, int64_t);
 template void rows2im_images<float>(const float*, float*, const WindowGeometry&, int64_t, int64_t);
 template void rows2im_images<double>(const double*, double*, const WindowGeometry&, int64_t, int64_t);
+template void planes_to_tile_rows<float>(const float*, double*, int64_t, int64_t);
+template void planes_to_tile_rows<double>(const double*, double*, int64_t, int64_t);
 
 }  // namespace snn::neurons::detail::SNN_ISA

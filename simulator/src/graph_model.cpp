@@ -271,18 +271,22 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
         const torch::Tensor rows = functional::im2rows(xg, pair(n.kernel_size), pair(n.stride), pair(n.padding), pair(n.dilation));
         return fc->forward(rows);  // [K B L, Cout / groups]
       };
-      // Training past the first layer: the input's gradient straight from
-      // the output's (the same bits), so Linear's backward forms only the
-      // parameters' gradients and the rows' gradient, 9 times the input for
-      // a 3 x 3 kernel, is never written and folded back.
       const torch::Tensor weight4 =
           (*fcs[0])->weight.view({(*fcs[0])->weight.size(0), cin, n.kernel_size[0], n.kernel_size[1]});
-      const bool direct_grad =
-          n.groups == 1 && torch::GradMode::is_enabled() && x.requires_grad() &&
-          functional::conv2d_input_grad_fits(x, weight4, pair(n.stride), pair(n.padding), pair(n.dilation));
+      if (n.groups == 1 && records_grad &&
+          functional::conv2d_input_grad_fits(x, weight4, pair(n.stride), pair(n.padding), pair(n.dilation))) {
+        // Training a stride-1 convolution: the im2col path's values and
+        // gradients without its rows and their copies (the output straight
+        // into planes, the input's gradient without the rows' gradient 9
+        // times its size; snn/neurons/conv2d.h).
+        const Linear& fc = *fcs[0];
+        return functional::conv2d_train(x, fc->weight, fc->bias, pair(n.kernel_size), pair(n.padding),
+                                        fc->grad_sums())
+            .reshape(with_time(K, B, out_shape));
+      }
       torch::Tensor y;
       if (n.groups == 1) {
-        y = conv(direct_grad ? x.detach() : x, *fcs[0]);
+        y = conv(x, *fcs[0]);
       } else {
         // Each group's output channels from its own input channels.
         std::vector<torch::Tensor> parts;
@@ -290,9 +294,8 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
         y = torch::cat(parts, 1);
       }
       const int64_t L = y.size(0) / (K * B);
-      const torch::Tensor planes =
-          y.reshape({K * B, L, out_shape[0]}).transpose(1, 2).reshape({K * B, out_shape[0], out_shape[1], out_shape[2]});
-      return (direct_grad ? functional::with_conv2d_input_grad(planes, x, weight4, pair(n.padding)) : planes)
+      return y.reshape({K * B, L, out_shape[0]})
+          .transpose(1, 2)
           .reshape(with_time(K, B, out_shape));
     }
     case NodeKind::kSumPool2d:

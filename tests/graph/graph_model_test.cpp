@@ -383,11 +383,12 @@ kind = "Output"
 }
 
 // Training through a second convolution (stride 1, after spiking neurons):
-// its input's gradient comes straight from its output's
-// (snn::functional::with_conv2d_input_grad), so the first convolution's
-// parameters get gradients through it, which do not depend on the
-// partition or K. (tests/neurons/conv2d_test.cpp shows that gradient bit for
-// bit the im2col path's; this is the graph model's wiring of it.)
+// both convolutions train through snn::functional::conv2d_train, whose
+// input gradient comes straight from the output's, so the first
+// convolution's parameters get gradients through the second, which do not
+// depend on the partition or K. (tests/neurons/conv2d_test.cpp shows its
+// values and gradients bit for bit the im2col path's; this is the graph
+// model's wiring of it.)
 TEST(GraphModel, ConvolutionAfterNeuronsPassesItsInputGradientOn) {
   const Graph g = graph::parse_graph_text(R"(
 [[nodes]]

@@ -308,31 +308,82 @@ TEST(Conv2dInputGrad, DoesNotDependOnTheBatchOrThreads) {
   at::set_num_threads(saved);
 }
 
-// with_conv2d_input_grad on a convolution computed from rows of a detached
-// input: x gets the im2col path's gradient and the weight and bias their
-// own, bit for bit, and the rows' gradient is never formed.
-TEST(Conv2dInputGrad, AttachedToRowsOfADetachedInputGivesTheIm2colPathsGradients) {
-  torch::manual_seed(23);
-  const ConvCase c = grad_cases()[2];
-  const torch::Tensor x0 = torch::randn({2, c.cin, c.h, c.w});
-  const torch::Tensor gy = torch::randn({2, c.cout, c.h, c.w});
-  const auto run = [&](bool attached) {
-    torch::manual_seed(5);
-    Linear fc(LinearOptions(c.cin * c.kh * c.kw, c.cout));
-    const torch::Tensor x = x0.clone().requires_grad_(true);
-    const torch::Tensor rows = functional::im2rows(attached ? x.detach() : x, {c.kh, c.kw}, c.stride, c.padding,
-                                                   c.dilation);
-    torch::Tensor y = fc->forward(rows).reshape({2, -1, c.cout}).transpose(1, 2).reshape(gy.sizes());
-    if (attached) {
-      y = functional::with_conv2d_input_grad(y, x, fc->weight.view({c.cout, c.cin, c.kh, c.kw}), c.padding);
+// --- training without rows: conv2d_train ------------------------------------
+
+// One case's outputs and gradients over two calls (the second call's
+// gradients added to the first's), by the im2col path (im2rows, then the
+// Linear module, both differentiable) or by conv2d_train with the module's
+// weights and sums.
+std::array<torch::Tensor, 6> two_training_calls(const ConvCase& c, const std::vector<torch::Tensor>& xs,
+                                                const std::vector<torch::Tensor>& gys, torch::Dtype dtype,
+                                                bool with_bias, bool carry, bool im2col) {
+  torch::manual_seed(5);
+  Linear fc(LinearOptions(c.cin * c.kh * c.kw, c.cout).bias(with_bias).carry_grad_sums(carry));
+  fc->to(dtype);
+  std::array<torch::Tensor, 6> got;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const torch::Tensor x = xs[i].clone().requires_grad_(true);
+    torch::Tensor y;
+    if (im2col) {
+      const torch::Tensor rows = functional::im2rows(x, {c.kh, c.kw}, c.stride, c.padding, c.dilation);
+      y = fc->forward(rows).reshape({x.size(0), -1, c.cout}).transpose(1, 2).reshape(gys[i].sizes());
+    } else {
+      y = functional::conv2d_train(x, fc->weight, fc->bias, {c.kh, c.kw}, c.padding, fc->grad_sums());
     }
-    (y * 1.0).backward(gy);
-    return std::array<torch::Tensor, 4>{y.detach(), x.grad(), fc->weight.grad(), fc->bias.grad()};
-  };
-  const auto ref = run(false), got = run(true);
-  for (size_t i = 0; i < ref.size(); ++i) {
-    ASSERT_TRUE(got[i].defined()) << i;
-    EXPECT_TRUE(torch::equal(bits(got[i]), bits(ref[i]))) << i;
+    y.backward(gys[i]);
+    got[0] = i == 0 ? y.detach() + 0.0 : got[0];  // + 0.0: the event kernel may give -0 where im2col gives +0
+    got[1] = i == 0 ? x.grad() : got[1];
+  }
+  got[2] = fc->weight.grad();
+  got[3] = with_bias ? fc->bias.grad() : torch::zeros({1});
+  got[4] = fc->weight.detach().clone();
+  got[5] = with_bias ? fc->bias.detach().clone() : torch::zeros({c.cout}, dtype);
+  return got;
+}
+
+TEST(Conv2dTrain, GivesTheIm2colPathsOutputAndGradientsBitForBitOnEveryBuild) {
+  torch::manual_seed(23);
+  for (size_t k = 0; k < grad_cases().size(); ++k) {
+    const ConvCase& c = grad_cases()[k];
+    const int64_t oh = c.h + 2 * c.padding[0] - c.kh + 1, ow = c.w + 2 * c.padding[1] - c.kw + 1;
+    for (auto dtype : {torch::kFloat, torch::kDouble}) {
+      // Spikes (the weight gradient's additions without products) and
+      // real inputs with zeros (products, zeros skipped).
+      for (const bool spikes : {true, false}) {
+        std::vector<torch::Tensor> xs, gys;
+        for (int call = 0; call < 2; ++call) {
+          torch::Tensor x = (torch::rand({3, c.cin, c.h, c.w}) < 0.2).to(dtype);
+          if (!spikes) x = x * torch::randn({3, c.cin, c.h, c.w}, dtype);
+          xs.push_back(x);
+          gys.push_back(torch::randn({3, c.cout, oh, ow}, dtype) * (torch::rand({3, c.cout, oh, ow}) < 0.7));
+        }
+        const bool with_bias = k % 2 == 0, carry = k % 3 != 1;
+        const std::string what = conv_name(c) + (dtype == torch::kFloat ? " float" : " double") +
+                                 (spikes ? " spikes" : " real") + (with_bias ? " bias" : "") +
+                                 (carry ? " carried sums" : " autograd's sums");
+        const auto ref = two_training_calls(c, xs, gys, dtype, with_bias, carry, true);
+        for (CpuIsa isa : test::cpu_builds()) {
+          test::CpuIsaScope scope(isa);
+          const auto got = two_training_calls(c, xs, gys, dtype, with_bias, carry, false);
+          for (size_t i = 0; i < ref.size(); ++i) {
+            ASSERT_TRUE(got[i].defined()) << what << " " << i;
+            EXPECT_TRUE(torch::equal(bits(got[i]), bits(ref[i])))
+                << what << " CpuIsa " << static_cast<int>(isa) << " result " << i;
+          }
+        }
+        // And LibTorch's convolution, to rounding.
+        const double tol = dtype == torch::kFloat ? 1e-4 : 1e-10;
+        const torch::Tensor w4 = ref[4].view({c.cout, c.cin, c.kh, c.kw});
+        EXPECT_TRUE(torch::allclose(ref[0], torch::conv2d(xs[0], w4, ref[5], 1, {c.padding[0], c.padding[1]}), tol, tol))
+            << what;
+        const torch::Tensor xt = xs[0].clone().requires_grad_(true);
+        torch::Tensor wt = w4.clone().requires_grad_(true);
+        torch::conv2d(xt, wt, {}, 1, {c.padding[0], c.padding[1]}).backward(gys[0]);
+        EXPECT_TRUE(torch::allclose(ref[1], xt.grad(), tol, tol)) << what;
+        torch::conv2d(xs[1], wt, {}, 1, {c.padding[0], c.padding[1]}).backward(gys[1]);
+        EXPECT_TRUE(torch::allclose(ref[2], wt.grad().reshape({c.cout, -1}), tol, tol)) << what;
+      }
+    }
   }
 }
 
@@ -344,14 +395,16 @@ TEST(Conv2dInputGrad, RejectsShapesThatDoNotFitWithTheNumbers) {
   EXPECT_NE(error_of([&] { functional::conv2d_input_grad(torch::zeros({2, 5, 5, 5}), w, 5, 5, {1, 1}); })
                 .find("expected [N, 4, 5, 5]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { functional::with_conv2d_input_grad(torch::zeros({2, 4, 5, 5}), torch::zeros({2, 2, 5, 5}),
-                                                             w, {1, 1}); })
-                .find("do not belong to one stride-1 CPU convolution"),
+  const torch::Tensor w2 = w.reshape({4, 27});
+  EXPECT_NE(error_of([&] { functional::conv2d_train(torch::zeros({2, 2, 5, 5}), w2, {}, {3, 3}, {1, 1}); })
+                .find("the input [2, 2, 5, 5], weight [4, 27] and bias (none) do not make one stride-1 CPU "
+                      "convolution with a 3 x 3 kernel and padding (1, 1)"),
             std::string::npos);
-  // Sizes that a stride-2 convolution would give: refused at the call, not in backward.
-  EXPECT_NE(error_of([&] { functional::with_conv2d_input_grad(torch::zeros({2, 4, 3, 3}), torch::zeros({2, 3, 5, 5}),
-                                                             w, {1, 1}); })
-                .find("padding (1, 1) that conv2d_input_grad takes"),
+  EXPECT_NE(error_of([&] { functional::conv2d_train(torch::zeros({2, 3, 5, 5}), w2, torch::zeros({5}), {3, 3}, {1, 1}); })
+                .find("bias [5]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { functional::conv2d_train(torch::zeros({2, 3, 5, 5}), w2, {}, {3, 3}, {3, 1}); })
+                .find("padding (3, 1)"),
             std::string::npos);
   EXPECT_FALSE(functional::conv2d_input_grad_fits(torch::zeros({2, 3, 5, 5}), w, {2, 1}, {1, 1}, {1, 1}));
   EXPECT_FALSE(functional::conv2d_input_grad_fits(torch::zeros({2, 3, 5, 5}), w, {1, 1}, {1, 1}, {1, 2}));

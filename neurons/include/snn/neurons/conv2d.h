@@ -17,12 +17,16 @@
 ///
 /// For training, conv2d_input_grad computes the input's gradient of a
 /// stride-1 convolution the same way, without im2col rows: what the im2col
-/// path's backward gives, bit for bit.
+/// path's backward gives, bit for bit, and conv2d_train trains a stride-1
+/// convolution with the im2col path's gradients and outputs without
+/// recording rows.
 
 #include <torch/types.h>
 
 #include <array>
 #include <cstdint>
+
+#include "snn/neurons/linear.h"
 
 namespace snn::functional {
 
@@ -69,16 +73,22 @@ bool conv2d_input_grad_fits(const torch::Tensor& x, const torch::Tensor& weight,
 torch::Tensor conv2d_input_grad(const torch::Tensor& gy, const torch::Tensor& weight, int64_t H, int64_t W,
                                 std::array<int64_t, 2> padding);
 
-/// y [N, Cout, OH, OW] itself, with x as a differentiable input: its
-/// backward passes y's gradient on unchanged and gives x
-/// conv2d_input_grad(y's gradient, weight). For a convolution computed on
-/// rows of x that autograd does not record (snn::Linear on
-/// im2rows(x.detach())): Linear's backward then computes only the
-/// parameters' gradients, and x's gradient never goes through rows 9
-/// times its size (a 3 x 3 kernel). The weight's values, not its
-/// gradient, are used. The shapes must belong to one convolution that
-/// conv2d_input_grad_fits.
-torch::Tensor with_conv2d_input_grad(const torch::Tensor& y, const torch::Tensor& x, const torch::Tensor& weight,
-                                     std::array<int64_t, 2> padding);
+/// y [N, Cout, OH, OW] = conv2d(x, weight, bias), differentiable, for a
+/// stride-1, undilated convolution (conv2d_input_grad_fits) whose weight is
+/// held as snn::Linear holds it over im2col rows: weight [Cout, Cin KH KW]
+/// (column (c KH + ky) KW + kx), bias [Cout] or undefined. What Linear on
+/// im2rows(x) gives, bit for bit (up to the sign of an exact zero output),
+/// forward and backward: the output from conv2d_event (planes, no rows);
+/// x's gradient from conv2d_input_grad; the weight and bias gradients as
+/// Linear's backward forms them from the rows (rebuilt from x in the
+/// backward pass, so that only x is kept meanwhile, not rows KH KW times
+/// its size) and the output's gradient read from its planes, each a double
+/// sum over the rows n OH OW + l ascending. With `sums` (a Linear module's,
+/// carry_grad_sums), the sums carry across calls and go to weight.grad()
+/// and bias.grad() as Linear's do. Throws snn::Error naming the shapes when
+/// they do not fit.
+torch::Tensor conv2d_train(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                           std::array<int64_t, 2> kernel, std::array<int64_t, 2> padding,
+                           const c10::intrusive_ptr<LinearGradSums>& sums = {});
 
 }  // namespace snn::functional

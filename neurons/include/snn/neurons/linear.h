@@ -224,6 +224,10 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   /// such sums (data-parallel ranks' partial gradients) and rounding once
   /// loses less than adding their float roundings.
   torch::Tensor carried_grad_sum(const torch::Tensor& param) const;
+  /// The layer's carried gradient sums (carry_grad_sums), or null: for
+  /// functions that compute the layer's product another way but sum its
+  /// gradients as it does (functional::conv2d_train).
+  const c10::intrusive_ptr<LinearGradSums>& grad_sums() const { return grad_sums_; }
   LinearOptions options;
   torch::Tensor weight;
   torch::Tensor bias;
