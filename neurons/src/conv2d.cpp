@@ -6,6 +6,7 @@
 #include <torch/autograd.h>
 
 #include <map>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -343,6 +344,12 @@ torch::Tensor conv2d_input_grad(const torch::Tensor& gy_in, const torch::Tensor&
 
 namespace {
 
+// A weight held as Linear holds it over im2col rows, [Cout, Cin KH KW], as
+// the convolution's [Cout, Cin, KH, KW].
+torch::Tensor as_kernels(const torch::Tensor& weight, int64_t cin, int64_t KH, int64_t KW) {
+  return weight.reshape({weight.size(0), cin, KH, KW});
+}
+
 // conv2d_train's node: x and the weight saved, the output's gradient read
 // from planes.
 struct Conv2dTrainFunction : torch::autograd::Function<Conv2dTrainFunction> {
@@ -356,14 +363,9 @@ struct Conv2dTrainFunction : torch::autograd::Function<Conv2dTrainFunction> {
     ctx->saved_data["KW"] = KW;
     ctx->saved_data["pH"] = pH;
     ctx->saved_data["pW"] = pW;
-    if (sums) {
-      ctx->saved_data["sums"] = c10::IValue::make_capsule(sums);
-      // The parameters themselves (not saved copies) get their .grad written.
-      ctx->saved_data["weight"] = weight;
-      if (has_bias) ctx->saved_data["bias"] = bias;
-    }
-    const torch::Tensor w4 = weight.view({weight.size(0), x.size(1), KH, KW});
-    return conv2d_event(x, w4, has_bias ? bias : torch::Tensor(), {1, 1}, {pH, pW}, {1, 1});
+    save_grad_sums(ctx, sums, weight, bias, has_bias);
+    return conv2d_event(x, as_kernels(weight, x.size(1), KH, KW), has_bias ? bias : torch::Tensor(), {1, 1},
+                        {pH, pW}, {1, 1});
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -378,20 +380,21 @@ struct Conv2dTrainFunction : torch::autograd::Function<Conv2dTrainFunction> {
     const bool need_w = ctx->needs_input_grad(1), need_b = has_bias && ctx->needs_input_grad(2);
     torch::Tensor gx, gw, gb;
     if (ctx->needs_input_grad(0)) {
-      gx = conv2d_input_grad(gy, weight.view({weight.size(0), x.size(1), KH, KW}), x.size(2), x.size(3), padding);
+      gx = conv2d_input_grad(gy, as_kernels(weight, x.size(1), KH, KW), x.size(2), x.size(3), padding);
     }
     if (need_w || need_b) {
       torch::NoGradGuard no_grad;
-      const torch::Tensor rows = im2rows(x.detach(), {KH, KW}, {1, 1}, padding, {1, 1});
-      const torch::Tensor gd = pack_grad_planes(gy.view({gy.size(0), gy.size(1), -1}));
-      c10::intrusive_ptr<LinearGradSums> sums;
-      torch::Tensor weight_param, bias_param;
-      if (ctx->saved_data.count("sums")) {
-        sums = c10::static_intrusive_pointer_cast<LinearGradSums>(ctx->saved_data["sums"].toCapsule());
-        weight_param = ctx->saved_data["weight"].toTensor();
-        if (has_bias) bias_param = ctx->saved_data["bias"].toTensor();
+      const torch::Tensor gd = pack_grad_planes(gy.view({gy.size(0), gy.size(1), gy.size(2) * gy.size(3)}));
+      // The weight's sums from x's planes where a row of pixels fits a
+      // 64-bit mask, else from rebuilt im2col rows (KH KW times x's size);
+      // the same bits either way.
+      AddWeightGrad add_weight;
+      if (need_w) {
+        add_weight = conv2d_weight_grad_fits(x, {KH, KW}, padding)
+                         ? conv2d_weight_grad(x.detach(), {KH, KW}, padding, gd)
+                         : rows_weight_grad(im2rows(x.detach(), {KH, KW}, {1, 1}, padding, {1, 1}), gd, 1);
       }
-      std::tie(gw, gb) = parameter_grads(rows, gd, 1, weight, need_w, need_b, sums, weight_param, bias_param);
+      std::tie(gw, gb) = parameter_grads(add_weight, gd, weight, need_w, need_b, saved_grad_sums(ctx, has_bias));
     }
     return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
@@ -406,8 +409,8 @@ torch::Tensor conv2d_train(const torch::Tensor& x, const torch::Tensor& weight, 
                           weight.size(1) == x.size(1) * kernel[0] * kernel[1] &&
                           (!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)));
   if (!shapes_fit ||
-      !conv2d_input_grad_fits(x.detach(), weight.detach().view({weight.size(0), x.size(1), kernel[0], kernel[1]}),
-                              {1, 1}, padding, {1, 1}) ||
+      !conv2d_input_grad_fits(x.detach(), as_kernels(weight.detach(), x.size(1), kernel[0], kernel[1]), {1, 1},
+                              padding, {1, 1}) ||
       (bias.defined() && (bias.scalar_type() != weight.scalar_type() || !bias.is_cpu()))) {
     throw Error("conv2d_train: the input " + shape_text(x) + ", weight " + shape_text(weight) + " and bias " +
                 (bias.defined() ? shape_text(bias) : std::string("(none)")) + " do not make one stride-1 CPU " +

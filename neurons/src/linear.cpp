@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <tuple>
 
 #include "grad_sums.h"
 #include "linear_grad.h"
+#include "window_geometry.h"
 #include "kernels.h"
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
@@ -48,6 +50,9 @@ SNN_DECLARE_LINEAR_ROWS(avx512)
   void round_transposed(const double* sum_t, G* g, int64_t in, int64_t out, int64_t i0, int64_t i1);        \
   template <typename T> /* rows_loops.cpp */                                                                 \
   void planes_to_tile_rows(const T* planes, double* rows, int64_t width, int64_t L);                        \
+  template <typename T>                                                                                      \
+  void conv2d_weight_grad(const T* x, const WindowGeometry& g, const double* gy, double* sum_t, int64_t out,   \
+                          int64_t f0, int64_t f1);                                                           \
   }
 SNN_DECLARE_LINEAR_GRAD(base)
 SNN_DECLARE_LINEAR_GRAD(avx2)
@@ -414,17 +419,75 @@ torch::Tensor pack_grad_planes(const torch::Tensor& gy_planes) {
   return packed;
 }
 
-std::pair<torch::Tensor, torch::Tensor> parameter_grads(const torch::Tensor& x2, const torch::Tensor& gd,
-                                                        int64_t steps, const torch::Tensor& weight, bool need_w,
-                                                        bool need_b, const c10::intrusive_ptr<LinearGradSums>& sums,
-                                                        torch::Tensor weight_param, torch::Tensor bias_param) {
+AddWeightGrad rows_weight_grad(const torch::Tensor& x2, const torch::Tensor& gd, int64_t steps) {
+  return [x2, gd, steps](torch::Tensor& sum_t) { add_weight_grad(x2, gd, sum_t, steps); };
+}
+
+bool conv2d_weight_grad_fits(const torch::Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> padding) {
+  const int64_t ow = x.dim() == 4 ? x.size(3) + 2 * padding[1] - kernel[1] + 1 : 0;
+  return x.dim() == 4 && x.is_cpu() && (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble) &&
+         x.size(3) <= 64 && kernel[1] <= 64 && ow >= 1 && ow <= 64 && padding[0] >= 0 && padding[1] >= 0;
+}
+
+AddWeightGrad conv2d_weight_grad(const torch::Tensor& x_in, std::array<int64_t, 2> kernel,
+                                 std::array<int64_t, 2> padding, const torch::Tensor& gd) {
+  return [x_in, kernel, padding, gd](torch::Tensor& sum_t) {
+    const torch::Tensor x = x_in.contiguous();
+    neurons::detail::WindowGeometry g{};
+    g.N = x.size(0);
+    g.C = x.size(1);
+    g.H = x.size(2);
+    g.W = x.size(3);
+    g.KH = kernel[0];
+    g.KW = kernel[1];
+    g.pH = padding[0];
+    g.pW = padding[1];
+    g.sH = g.sW = 1;
+    g.OH = g.H + 2 * g.pH - g.KH + 1;
+    g.OW = g.W + 2 * g.pW - g.KW + 1;
+    const int64_t in = g.C * g.KH * g.KW, out = sum_t.size(1);
+    const CpuLoops loops = cpu_loops();
+    double* sp = sum_t.data_ptr<double>();
+    const double* gp = gd.data_ptr<double>();
+    const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, g.N * g.OH * g.OW * out / 8));
+    AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_conv2d_weight_grad", [&] {
+      const scalar_t* xp = x.data_ptr<scalar_t>();
+      at::parallel_for(0, in, grain, [&](int64_t f0, int64_t f1) {
+        SNN_ISA_CALL(loops, neurons::detail, conv2d_weight_grad(xp, g, gp, sp, out, f0, f1));
+      });
+    });
+  };
+}
+
+void save_grad_sums(torch::autograd::AutogradContext* ctx, const c10::intrusive_ptr<LinearGradSums>& sums,
+                    const torch::Tensor& weight, const torch::Tensor& bias, bool has_bias) {
+  if (!sums) return;
+  ctx->saved_data["sums"] = c10::IValue::make_capsule(sums);
+  // The parameters themselves (not saved copies) get their .grad written.
+  ctx->saved_data["weight"] = weight;
+  if (has_bias) ctx->saved_data["bias"] = bias;
+}
+
+SavedGradSums saved_grad_sums(torch::autograd::AutogradContext* ctx, bool has_bias) {
+  SavedGradSums s;
+  if (!ctx->saved_data.count("sums")) return s;
+  s.sums = c10::static_intrusive_pointer_cast<LinearGradSums>(ctx->saved_data["sums"].toCapsule());
+  s.weight = ctx->saved_data["weight"].toTensor();
+  if (has_bias) s.bias = ctx->saved_data["bias"].toTensor();
+  return s;
+}
+
+std::pair<torch::Tensor, torch::Tensor> parameter_grads(const AddWeightGrad& add_weight, const torch::Tensor& gd,
+                                                        const torch::Tensor& weight, bool need_w, bool need_b,
+                                                        const SavedGradSums& saved) {
   const auto dbl = weight.options().dtype(torch::kDouble);
   torch::Tensor gw, gb;
+  LinearGradSums* const sums = saved.sums.get();
   if (!sums) {
     // One call's gradients, summed in double and rounded once.
     if (need_w) {
       torch::Tensor sum_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
-      add_weight_grad(x2, gd, sum_t, steps);
+      add_weight(sum_t);
       gw = sum_t.t().to(weight.scalar_type()).contiguous();
     }
     if (need_b) {
@@ -437,16 +500,18 @@ std::pair<torch::Tensor, torch::Tensor> parameter_grads(const torch::Tensor& x2,
   // Sums carried across calls; the gradients go to .grad directly, so
   // autograd gets none to accumulate (it would round per call).
   if (need_w) {
+    torch::Tensor param = saved.weight;
     if (!sums->weight_t.defined()) sums->weight_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
-    sync_sum(sums->weight_t, weight_param, sums->written_weight, sums->written_weight_version, true);
-    add_weight_grad(x2, gd, sums->weight_t, steps);
-    publish_sum(sums->weight_t, weight_param, sums->written_weight, sums->written_weight_version, true);
+    sync_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
+    add_weight(sums->weight_t);
+    publish_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
   }
   if (need_b) {
+    torch::Tensor param = saved.bias;
     if (!sums->bias.defined()) sums->bias = torch::zeros({weight.size(0)}, dbl);
-    sync_sum(sums->bias, bias_param, sums->written_bias, sums->written_bias_version, false);
+    sync_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
     add_bias_grad(gd, sums->bias);
-    publish_sum(sums->bias, bias_param, sums->written_bias, sums->written_bias_version, false);
+    publish_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
   }
   return {gw, gb};
 }
@@ -462,12 +527,7 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     const bool has_bias = bias.numel() > 0;
     ctx->saved_data["has_bias"] = has_bias;
     ctx->saved_data["steps"] = steps;
-    if (sums) {
-      ctx->saved_data["sums"] = c10::IValue::make_capsule(sums);
-      // The parameters themselves (not saved copies) get their .grad written.
-      ctx->saved_data["weight"] = weight;
-      if (has_bias) ctx->saved_data["bias"] = bias;
-    }
+    save_grad_sums(ctx, sums, weight, bias, has_bias);
     return linear_forward(x2, weight, has_bias ? bias : torch::Tensor(), packed ? *packed : PackedLinear{},
                           static_cast<LinearPath>(path), crossover, steps);
   }
@@ -494,14 +554,8 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     if (!need_w && !need_b) return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     const int64_t steps = ctx->saved_data["steps"].toInt();
     const torch::Tensor gd = pack_grad(gy, steps);  // once, for both sums
-    c10::intrusive_ptr<LinearGradSums> sums;
-    torch::Tensor weight_param, bias_param;
-    if (ctx->saved_data.count("sums")) {
-      sums = c10::static_intrusive_pointer_cast<LinearGradSums>(ctx->saved_data["sums"].toCapsule());
-      weight_param = ctx->saved_data["weight"].toTensor();
-      if (has_bias) bias_param = ctx->saved_data["bias"].toTensor();
-    }
-    std::tie(gw, gb) = parameter_grads(x2, gd, steps, weight, need_w, need_b, sums, weight_param, bias_param);
+    std::tie(gw, gb) =
+        parameter_grads(rows_weight_grad(x2, gd, steps), gd, weight, need_w, need_b, saved_grad_sums(ctx, has_bias));
     return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };

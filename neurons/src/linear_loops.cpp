@@ -18,6 +18,7 @@
 
 #include "simd_loops.h"
 #include "snn/core/detail/isa_scratch.h"
+#include "window_geometry.h"
 
 namespace snn::neurons::detail::SNN_ISA {
 namespace {
@@ -438,15 +439,16 @@ constexpr int64_t kWeightGradChunkRows = 64;
 // Output tiles per pass over the masks: eight vectors of sums.
 constexpr int kPassTiles = kVectorBytes == 64 ? 4 : 2;
 
-// linear_weight_grad's pass over the masks for the NT output tiles from t:
-// for each chunk of rows and each input with a nonzero mask, the input's
-// sums of those tiles (in registers meanwhile) get the gy rows of its bits
-// in ascending row order. The chunk of the tiles' columns (NT x 8 KiB) stays
-// in L1 while the inputs go by. A last tile past `out` goes through a
-// zero-padded copy of its sums.
-template <typename X, int NT>
-void weight_grad_tiles(const X* x, const double* gy, double* sum_t, const uint64_t* masks, const int64_t* row_at,
-                       int64_t in, int64_t out, int64_t rows, int64_t f0, int64_t nf, bool binary, int64_t t) {
+// The weight gradient's pass over the masks for the NT output tiles from
+// t: for each chunk of rows and each input f in [f0, f0 + nf) with a
+// nonzero mask, the input's sums of those tiles (in registers meanwhile)
+// get the gy rows of its bits in ascending row order, times value(p, f)
+// (the input at row p; not called when `binary`: every nonzero input is 1).
+// The chunk of the tiles' columns (NT x 8 KiB) stays in L1 while the inputs
+// go by. A last tile past `out` goes through a zero-padded copy of its sums.
+template <int NT, typename Value>
+void weight_grad_tiles(const Value& value, const double* gy, double* sum_t, const uint64_t* masks, int64_t out,
+                       int64_t rows, int64_t f0, int64_t nf, bool binary, int64_t t) {
   using V = Simd<double>::type;
   constexpr int64_t L = sizeof(V) / sizeof(double);
   constexpr int NV = kTile / L;  // vectors per tile
@@ -483,7 +485,7 @@ void weight_grad_tiles(const X* x, const double* gy, double* sum_t, const uint64
       } else {
         for (; bits != 0; bits &= bits - 1) {
           const int64_t p = c0 + __builtin_ctzll(bits), off = p * kTile;
-          const V xv = splat<V>(static_cast<double>(x[row_at[p] * in + f0 + f]));
+          const V xv = splat<V>(value(p, f));
 #pragma GCC unroll 4
           for (int k = 0; k < NT; ++k) {
 #pragma GCC unroll 8
@@ -495,6 +497,32 @@ void weight_grad_tiles(const X* x, const double* gy, double* sum_t, const uint64
       for (int v = 0; v < NT * NV; ++v) store(sums + v * L, acc[v]);
       if (!whole) std::memcpy(row + t * kTile, edge, (out - t * kTile) * sizeof(double));
     }
+  }
+}
+
+// All the weight gradient's passes over the masks: kPassTiles tiles per
+// pass where there are that many, eight independent vector sums (two tiles
+// of four vectors on AVX2, four of two on AVX-512) to hide the latency of
+// the additions; each sum's own order is kept, so the result does not
+// depend on how many tiles share a pass.
+template <typename Value>
+void weight_grad_passes(const Value& value, const double* gy, double* sum_t, const uint64_t* masks, int64_t out,
+                        int64_t rows, int64_t f0, int64_t nf, bool binary) {
+  const int64_t tiles = (out + kTile - 1) / kTile;
+  for (int64_t t = 0; t < tiles;) {
+    const int64_t nt = imin(int64_t{kPassTiles}, tiles - t);
+    if (nt == 1) {
+      weight_grad_tiles<1>(value, gy, sum_t, masks, out, rows, f0, nf, binary, t);
+    } else if (nt == 2) {
+      weight_grad_tiles<2>(value, gy, sum_t, masks, out, rows, f0, nf, binary, t);
+    } else if constexpr (kPassTiles == 4) {  // (AVX2 passes at most two tiles: no code for more)
+      if (nt == 3) {
+        weight_grad_tiles<3>(value, gy, sum_t, masks, out, rows, f0, nf, binary, t);
+      } else {
+        weight_grad_tiles<4>(value, gy, sum_t, masks, out, rows, f0, nf, binary, t);
+      }
+    }
+    t += nt;
   }
 }
 
@@ -555,21 +583,86 @@ void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in,
       for (int64_t i = 0; i < k; ++i) m[nz[i]] |= bit;
     }
   }
-  const int64_t tiles = (out + kTile - 1) / kTile;
-  // kPassTiles tiles per pass over a mask where there are that many: eight
-  // independent vector sums (two tiles of four vectors on AVX2, four of two
-  // on AVX-512) hide the latency of the additions; each sum's own order is
-  // kept, so the result does not depend on how many tiles share a pass.
-  for (int64_t t = 0; t < tiles;) {
-    const int64_t nt = std::min<int64_t>(kPassTiles, tiles - t);
-    switch (nt) {
-      case 1: weight_grad_tiles<X, 1>(x, gy, sum_t, masks, row_at, in, out, rows, f0, nf, binary, t); break;
-      case 2: weight_grad_tiles<X, 2>(x, gy, sum_t, masks, row_at, in, out, rows, f0, nf, binary, t); break;
-      case 3: weight_grad_tiles<X, 3>(x, gy, sum_t, masks, row_at, in, out, rows, f0, nf, binary, t); break;
-      default: weight_grad_tiles<X, 4>(x, gy, sum_t, masks, row_at, in, out, rows, f0, nf, binary, t); break;
+  weight_grad_passes([&](int64_t p, int64_t f) { return static_cast<double>(x[row_at[p] * in + f0 + f]); }, gy, sum_t,
+                     masks, out, rows, f0, nf, binary);
+}
+
+// Adds a convolution's weight gradient for the inputs f in [f0, f1) (f =
+// (c KH + ky) KW + kx, the im2col column) to sum_t [C KH KW, out]: what
+// linear_weight_grad adds for the rows im2rows makes of x (row p = n OH OW
+// + oy OW + ox, steps = 1), without those rows. x is [N, C, H, W] (float
+// or double), the convolution stride 1 and undilated (g.sH = g.sW = g.dH =
+// g.dW = 1) with W, OW and KW at most 64 (conv2d_weight_grad_fits). The
+// masks come from each image row's nonzero pixels as one 64-bit word,
+// shifted to each tap's columns and placed at its window row's first bit:
+// the same bits as the rows' (padding is zero and sets none), so the same
+// sums, added in the same order.
+template <typename T>
+void conv2d_weight_grad(const T* x, const WindowGeometry& g, const double* gy, double* sum_t, int64_t out, int64_t f0,
+                        int64_t f1) {
+  const int64_t L = g.OH * g.OW, rows = g.N * L, nf = f1 - f0, taps = g.KH * g.KW, HW = g.H * g.W;
+  const int64_t chunks = (rows + kWeightGradChunkRows - 1) / kWeightGradChunkRows;
+  const int64_t c0 = f0 / taps, c1 = nf > 0 ? (f1 - 1) / taps + 1 : c0, nc = c1 - c0;
+  thread_local Scratch<uint64_t> masks_buffer;     // [chunks, nf]
+  thread_local Scratch<uint64_t> row_bits_buffer;  // [N, nc, H]: each image row's nonzero pixels
+  thread_local Scratch<int64_t> row_base_buffer;   // x's offset of each row's window (real inputs)
+  uint64_t* const masks = masks_buffer.reserve(chunks * nf);
+  if (chunks * nf > 0) std::memset(masks, 0, static_cast<size_t>(chunks * nf) * sizeof(uint64_t));
+  uint64_t* const row_bits = row_bits_buffer.reserve(g.N * nc * g.H);
+  bool binary = true;  // every nonzero input is 1 (spikes): no products, no values
+  for (int64_t n = 0; n < g.N; ++n) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const T* plane = x + (n * g.C + c) * HW;
+      for (int64_t iy = 0; iy < g.H; ++iy) {
+        const T* r = plane + iy * g.W;
+        uint64_t bits = 0;
+        bool ones = true;
+        for (int64_t ix = 0; ix < g.W; ++ix) {
+          bits |= static_cast<uint64_t>(r[ix] != T(0)) << ix;
+          ones = ones && (r[ix] == T(0) || r[ix] == T(1));
+        }
+        binary = binary && ones;
+        row_bits[(n * nc + c - c0) * g.H + iy] = bits;
+      }
     }
-    t += nt;
   }
+  const uint64_t keep = g.OW == 64 ? ~uint64_t(0) : (uint64_t(1) << g.OW) - 1;
+  for (int64_t f = f0; f < f1; ++f) {
+    const int64_t c = f / taps, ky = f % taps / g.KW, kx = f % g.KW, dx = kx - g.pW;
+    uint64_t* const m = masks + (f - f0);
+    for (int64_t n = 0; n < g.N; ++n) {
+      const uint64_t* bits_of = row_bits + (n * nc + c - c0) * g.H;
+      // Output rows whose tap row lies in the image: 0 <= oy + ky - pH < H.
+      const int64_t oy0 = imax(int64_t{0}, g.pH - ky), oy1 = imin(g.OH, g.H + g.pH - ky);
+      for (int64_t oy = oy0; oy < oy1; ++oy) {
+        const uint64_t b = bits_of[oy + ky - g.pH];
+        // Bit ox: the pixel at ox + dx (dx in (-64, 64): KW <= 64).
+        const uint64_t seg = (dx >= 0 ? b >> dx : b << -dx) & keep;
+        if (seg == 0) continue;
+        const int64_t p0 = n * L + oy * g.OW, word = p0 / kWeightGradChunkRows, shift = p0 % kWeightGradChunkRows;
+        m[word * nf] |= seg << shift;
+        if (shift != 0 && shift + g.OW > kWeightGradChunkRows) m[(word + 1) * nf] |= seg >> (kWeightGradChunkRows - shift);
+      }
+    }
+  }
+  if (binary) {
+    weight_grad_passes([](int64_t, int64_t) { return 1.0; }, gy, sum_t, masks, out, rows, f0, nf, true);
+    return;
+  }
+  // Real inputs: row p's window starts at x's offset row_base[p] (its tap
+  // (0, 0) shifted by the padding); tap f adds c H W + ky W + kx.
+  int64_t* const row_base = row_base_buffer.reserve(rows);
+  for (int64_t n = 0; n < g.N; ++n) {
+    for (int64_t oy = 0; oy < g.OH; ++oy) {
+      for (int64_t ox = 0; ox < g.OW; ++ox) row_base[n * L + oy * g.OW + ox] = n * g.C * HW + (oy - g.pH) * g.W + ox - g.pW;
+    }
+  }
+  weight_grad_passes(
+      [&](int64_t p, int64_t f) {
+        const int64_t tap = f0 + f, c = tap / taps, ky = tap % taps / g.KW, kx = tap % g.KW;
+        return static_cast<double>(x[row_base[p] + c * HW + ky * g.W + kx]);
+      },
+      gy, sum_t, masks, out, rows, f0, nf, false);
 }
 
 // g[o, i] = sum_t[i, o] rounded to G, for the inputs i in [i0, i1): the
@@ -610,6 +703,10 @@ template void linear_weight_grad<float>(const float*, const double*, double*, in
                                         int64_t, int64_t);
 template void linear_weight_grad<double>(const double*, const double*, double*, int64_t, int64_t, int64_t, int64_t,
                                          int64_t, int64_t);
+template void conv2d_weight_grad<float>(const float*, const WindowGeometry&, const double*, double*, int64_t, int64_t,
+                                        int64_t);
+template void conv2d_weight_grad<double>(const double*, const WindowGeometry&, const double*, double*, int64_t, int64_t,
+                                         int64_t);
 template void linear_weight_grad<uint8_t>(const uint8_t*, const double*, double*, int64_t, int64_t, int64_t, int64_t,
                                           int64_t, int64_t);
 

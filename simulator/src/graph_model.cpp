@@ -253,7 +253,12 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
       }
       // Inference: the event-driven kernel, whose values are the im2col
       // path's below, and faster at any density (snn/neurons/conv2d.h).
-      const bool records_grad = torch::GradMode::is_enabled() && (*fcs[0])->weight.requires_grad();
+      // Anything that wants a gradient (a frozen layer's input included)
+      // takes the differentiable paths.
+      const Linear& first = *fcs[0];
+      const bool records_grad = torch::GradMode::is_enabled() &&
+                                (first->weight.requires_grad() || (first->bias.defined() && first->bias.requires_grad()) ||
+                                 x.requires_grad());
       if (!records_grad && (*fcs[0])->weight.is_cpu() && functional::conv2d_event_pays(x)) {
         std::vector<torch::Tensor> parts;
         for (int64_t j = 0; j < n.groups; ++j) {

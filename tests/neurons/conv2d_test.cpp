@@ -341,10 +341,24 @@ std::array<torch::Tensor, 6> two_training_calls(const ConvCase& c, const std::ve
   return got;
 }
 
+// grad_cases and widths that exercise the weight gradient's masks: whole
+// and partial output tiles, rows of exactly 64 output columns, shifts both
+// ways, and an image wider than 64 (the rows' path).
+const std::vector<ConvCase>& train_cases() {
+  static const std::vector<ConvCase> all = [] {
+    std::vector<ConvCase> v = grad_cases();
+    v.push_back({3, 5, 64, 20, 3, 3, {1, 1}, {1, 1}, {1, 1}});   // OW = 64: a row is a whole mask; 1 + 1/4 tiles
+    v.push_back({2, 4, 60, 17, 3, 5, {1, 1}, {0, 4}, {1, 1}});   // OW = 64 from padding, taps shifted both ways
+    v.push_back({5, 6, 70, 40, 3, 3, {1, 1}, {1, 1}, {1, 1}});   // W = 70: rebuilt rows; 2 + 1/2 tiles
+    return v;
+  }();
+  return all;
+}
+
 TEST(Conv2dTrain, GivesTheIm2colPathsOutputAndGradientsBitForBitOnEveryBuild) {
   torch::manual_seed(23);
-  for (size_t k = 0; k < grad_cases().size(); ++k) {
-    const ConvCase& c = grad_cases()[k];
+  for (size_t k = 0; k < train_cases().size(); ++k) {
+    const ConvCase& c = train_cases()[k];
     const int64_t oh = c.h + 2 * c.padding[0] - c.kh + 1, ow = c.w + 2 * c.padding[1] - c.kw + 1;
     for (auto dtype : {torch::kFloat, torch::kDouble}) {
       // Spikes (the weight gradient's additions without products) and
@@ -383,6 +397,48 @@ TEST(Conv2dTrain, GivesTheIm2colPathsOutputAndGradientsBitForBitOnEveryBuild) {
         torch::conv2d(xs[1], wt, {}, 1, {c.padding[0], c.padding[1]}).backward(gys[1]);
         EXPECT_TRUE(torch::allclose(ref[2], wt.grad().reshape({c.cout, -1}), tol, tol)) << what;
       }
+    }
+  }
+}
+
+// Only some of x, the weight and the bias want a gradient (a frozen layer,
+// a first layer), or the batch is empty: the ones wanted are the im2col
+// path's, the others none.
+TEST(Conv2dTrain, GivesOnlyTheGradientsWantedAndHandlesAnEmptyBatch) {
+  torch::manual_seed(24);
+  const ConvCase c = grad_cases()[1];
+  for (const int64_t N : {2, 0}) {
+    const torch::Tensor x0 = (torch::rand({N, c.cin, c.h, c.w}) < 0.3).to(torch::kFloat);
+    const torch::Tensor gy = torch::randn({N, c.cout, c.h, c.w});
+    for (int want = 1; want < 8; ++want) {  // bits: x, weight, bias
+      const bool want_x = want & 1, want_w = want & 2, want_b = want & 4;
+      std::vector<torch::Tensor> got[2];
+      for (int im2col = 0; im2col < 2; ++im2col) {
+        torch::manual_seed(5);
+        Linear fc(LinearOptions(c.cin * c.kh * c.kw, c.cout).carry_grad_sums(true));
+        fc->weight.requires_grad_(want_w);
+        fc->bias.requires_grad_(want_b);
+        const torch::Tensor x = x0.clone().requires_grad_(want_x);
+        torch::Tensor y;
+        if (im2col) {
+          const torch::Tensor rows = functional::im2rows(x, {c.kh, c.kw}, c.stride, c.padding, c.dilation);
+          y = fc->forward(rows).reshape({N, c.h * c.w, c.cout}).transpose(1, 2).reshape(gy.sizes());
+        } else {
+          y = functional::conv2d_train(x, fc->weight, fc->bias, {c.kh, c.kw}, c.padding, fc->grad_sums());
+        }
+        ASSERT_EQ(y.sizes(), gy.sizes());
+        y.backward(gy);
+        got[im2col] = {x.grad(), fc->weight.grad(), fc->bias.grad()};
+      }
+      for (size_t i = 0; i < 3; ++i) {
+        const std::string what = "N " + std::to_string(N) + " want " + std::to_string(want) + " result " +
+                                 std::to_string(i);
+        ASSERT_EQ(got[0][i].defined(), got[1][i].defined()) << what;
+        if (got[1][i].defined()) EXPECT_TRUE(torch::equal(bits(got[0][i]), bits(got[1][i]))) << what;
+      }
+      EXPECT_EQ(got[0][0].defined(), want_x);
+      EXPECT_EQ(got[0][1].defined(), want_w);
+      EXPECT_EQ(got[0][2].defined(), want_b);
     }
   }
 }

@@ -31,7 +31,8 @@
 namespace snn::functional {
 
 /// Whether the graph model's Conv2d runs conv2d_event rather than im2col
-/// and snn::Linear for this input (inference on the CPU; training keeps the
+/// and snn::Linear for this input (inference on the CPU; training runs it
+/// through conv2d_train where the convolution has stride 1, else the
 /// differentiable im2col path): a CPU tensor of float32, float64 or bool.
 /// No density is measured: bench/conv_bench found the event-driven kernel
 /// faster than im2col at every firing fraction from 0.5% to 100% (im2col's
@@ -83,7 +84,10 @@ torch::Tensor conv2d_input_grad(const torch::Tensor& gy, const torch::Tensor& we
 /// Linear's backward forms them from the rows (rebuilt from x in the
 /// backward pass, so that only x is kept meanwhile, not rows KH KW times
 /// its size) and the output's gradient read from its planes, each a double
-/// sum over the rows n OH OW + l ascending. With `sums` (a Linear module's,
+/// sum over the rows n OH OW + l ascending (the weight's from x's planes
+/// where W and OW are at most 64, from rebuilt rows otherwise). x is kept
+/// for the backward pass as autograd keeps inputs: changed in place
+/// meanwhile, backward throws. With `sums` (a Linear module's,
 /// carry_grad_sums), the sums carry across calls and go to weight.grad()
 /// and bias.grad() as Linear's do. Throws snn::Error naming the shapes when
 /// they do not fit.
