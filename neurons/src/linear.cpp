@@ -44,15 +44,15 @@ SNN_DECLARE_LINEAR_ROWS(avx512)
 #define SNN_DECLARE_LINEAR_GRAD(isa)                                                                         \
   namespace isa {                                                                                            \
   template <typename X>                                                                                      \
-  void linear_weight_grad(const X* x, const double* gy, double* sum_t, int64_t in, int64_t out, int64_t steps, \
-                          int64_t batch, int64_t f0, int64_t f1);                                            \
+  void linear_weight_grad(const X* x, const double* gy, double* sum_t, double* bias_sum, int64_t in,           \
+                          int64_t out, int64_t steps, int64_t batch, int64_t f0, int64_t f1);                \
   template <typename G>                                                                                      \
   void round_transposed(const double* sum_t, G* g, int64_t in, int64_t out, int64_t i0, int64_t i1);        \
   template <typename T> /* rows_loops.cpp */                                                                 \
   void planes_to_tile_rows(const T* planes, double* rows, int64_t width, int64_t L);                        \
   template <typename T>                                                                                      \
-  void conv2d_weight_grad(const T* x, const WindowGeometry& g, const double* gy, double* sum_t, int64_t out,   \
-                          int64_t f0, int64_t f1);                                                           \
+  void conv2d_weight_grad(const T* x, const WindowGeometry& g, const double* gy, double* sum_t,               \
+                          double* bias_sum, int64_t out, int64_t f0, int64_t f1);                            \
   }
 SNN_DECLARE_LINEAR_GRAD(base)
 SNN_DECLARE_LINEAR_GRAD(avx2)
@@ -297,7 +297,8 @@ namespace {
 // Adds the weight gradient of x2 [steps * batch, in] and gy (packed by
 // pack_grad) to sum_t [in, out] (double), split across threads by input, each
 // input's sums in BPTT row order: bit-identical for any thread count.
-void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g_packed, torch::Tensor& sum_t, int64_t steps) {
+void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g_packed, torch::Tensor& sum_t, double* bias_sum,
+                     int64_t steps) {
   const torch::Tensor x = x2.contiguous();
   const int64_t rows = x.size(0), in = x.size(1), out = sum_t.size(1);
   const int64_t batch = rows / steps;
@@ -307,7 +308,9 @@ void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g_packed, tor
   const int64_t grain = std::max<int64_t>(1, 65536 / std::max<int64_t>(1, rows * out / 8));
   auto run = [&](const auto* xp) {
     at::parallel_for(0, in, grain, [&](int64_t f0, int64_t f1) {
-      SNN_ISA_CALL(loops, neurons::detail, linear_weight_grad(xp, gp, sp, in, out, steps, batch, f0, f1));
+      // The bias sums go with the first range of inputs (one thread's, in row order).
+      SNN_ISA_CALL(loops, neurons::detail,
+                   linear_weight_grad(xp, gp, sp, f0 == 0 ? bias_sum : nullptr, in, out, steps, batch, f0, f1));
     });
   };
   if (x.scalar_type() == torch::kBool) {
@@ -420,7 +423,7 @@ torch::Tensor pack_grad_planes(const torch::Tensor& gy_planes) {
 }
 
 AddWeightGrad rows_weight_grad(const torch::Tensor& x2, const torch::Tensor& gd, int64_t steps) {
-  return [x2, gd, steps](torch::Tensor& sum_t) { add_weight_grad(x2, gd, sum_t, steps); };
+  return [x2, gd, steps](torch::Tensor& sum_t, double* bias_sum) { add_weight_grad(x2, gd, sum_t, bias_sum, steps); };
 }
 
 bool conv2d_weight_grad_fits(const torch::Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> padding) {
@@ -431,7 +434,7 @@ bool conv2d_weight_grad_fits(const torch::Tensor& x, std::array<int64_t, 2> kern
 
 AddWeightGrad conv2d_weight_grad(const torch::Tensor& x_in, std::array<int64_t, 2> kernel,
                                  std::array<int64_t, 2> padding, const torch::Tensor& gd) {
-  return [x_in, kernel, padding, gd](torch::Tensor& sum_t) {
+  return [x_in, kernel, padding, gd](torch::Tensor& sum_t, double* bias_sum) {
     const torch::Tensor x = x_in.contiguous();
     neurons::detail::WindowGeometry g{};
     g.N = x.size(0);
@@ -453,7 +456,7 @@ AddWeightGrad conv2d_weight_grad(const torch::Tensor& x_in, std::array<int64_t, 
     AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_conv2d_weight_grad", [&] {
       const scalar_t* xp = x.data_ptr<scalar_t>();
       at::parallel_for(0, in, grain, [&](int64_t f0, int64_t f1) {
-        SNN_ISA_CALL(loops, neurons::detail, conv2d_weight_grad(xp, g, gp, sp, out, f0, f1));
+        SNN_ISA_CALL(loops, neurons::detail, conv2d_weight_grad(xp, g, gp, sp, f0 == 0 ? bias_sum : nullptr, out, f0, f1));
       });
     });
   };
@@ -481,37 +484,49 @@ std::pair<torch::Tensor, torch::Tensor> parameter_grads(const AddWeightGrad& add
                                                         const torch::Tensor& weight, bool need_w, bool need_b,
                                                         const SavedGradSums& saved) {
   const auto dbl = weight.options().dtype(torch::kDouble);
-  torch::Tensor gw, gb;
   LinearGradSums* const sums = saved.sums.get();
-  if (!sums) {
-    // One call's gradients, summed in double and rounded once.
-    if (need_w) {
-      torch::Tensor sum_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
-      add_weight(sum_t);
-      gw = sum_t.t().to(weight.scalar_type()).contiguous();
-    }
-    if (need_b) {
-      torch::Tensor sum = torch::zeros({weight.size(0)}, dbl);
-      add_bias_grad(gd, sum);
-      gb = sum.to(weight.scalar_type());
-    }
-    return {gw, gb};
-  }
-  // Sums carried across calls; the gradients go to .grad directly, so
-  // autograd gets none to accumulate (it would round per call).
+  // The double sums: the carried ones brought up to date with .grad, or
+  // zeros for this call's gradients alone.
+  torch::Tensor sum_t, sum_b;
   if (need_w) {
-    torch::Tensor param = saved.weight;
-    if (!sums->weight_t.defined()) sums->weight_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
-    sync_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
-    add_weight(sums->weight_t);
-    publish_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
+    if (sums) {
+      if (!sums->weight_t.defined()) sums->weight_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
+      sync_sum(sums->weight_t, saved.weight, sums->written_weight, sums->written_weight_version, true);
+      sum_t = sums->weight_t;
+    } else {
+      sum_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
+    }
   }
   if (need_b) {
-    torch::Tensor param = saved.bias;
-    if (!sums->bias.defined()) sums->bias = torch::zeros({weight.size(0)}, dbl);
-    sync_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
-    add_bias_grad(gd, sums->bias);
-    publish_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
+    if (sums) {
+      if (!sums->bias.defined()) sums->bias = torch::zeros({weight.size(0)}, dbl);
+      sync_sum(sums->bias, saved.bias, sums->written_bias, sums->written_bias_version, false);
+      sum_b = sums->bias;
+    } else {
+      sum_b = torch::zeros({weight.size(0)}, dbl);
+    }
+  }
+  // The bias's sums in the weight's pass over the gradient where both are
+  // wanted (the same additions in the same order as add_bias_grad's, while
+  // the rows are in cache), else on their own.
+  if (need_w) add_weight(sum_t, need_b ? sum_b.data_ptr<double>() : nullptr);
+  if (need_b && !need_w) add_bias_grad(gd, sum_b);
+  torch::Tensor gw, gb;
+  if (sums) {
+    // Carried: the gradients go to .grad directly, so autograd gets none
+    // to accumulate (it would round per call).
+    if (need_w) {
+      torch::Tensor param = saved.weight;
+      publish_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
+    }
+    if (need_b) {
+      torch::Tensor param = saved.bias;
+      publish_sum(sums->bias, param, sums->written_bias, sums->written_bias_version, false);
+    }
+  } else {
+    // One call's gradients, summed in double and rounded once.
+    if (need_w) gw = sum_t.t().to(weight.scalar_type()).contiguous();
+    if (need_b) gb = sum_b.to(weight.scalar_type());
   }
   return {gw, gb};
 }

@@ -29,8 +29,10 @@ torch::Tensor pack_grad_planes(const torch::Tensor& gy);
 
 /// Adds a weight gradient to sum_t [in, out] (double): each entry a sum over
 /// rows in ascending packed order, zero inputs skipped, bit-identical for
-/// any thread count.
-using AddWeightGrad = std::function<void(torch::Tensor& sum_t)>;
+/// any thread count. With bias_sum (double [out], or null), adds the bias
+/// gradient too: each column of the packed gradient over all rows in the
+/// same order (what add_bias_grad adds, in the same pass).
+using AddWeightGrad = std::function<void(torch::Tensor& sum_t, double* bias_sum)>;
 
 /// Linear's: the rows x2 [steps * batch, in] (float, double or bool) with
 /// gd from pack_grad (the same steps).

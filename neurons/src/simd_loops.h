@@ -99,6 +99,64 @@ inline bool any_nonzero(const double* p) {
 #endif
 }
 
+// The nonzero entries of x[0, n) for n <= 64 as bits (bit i: x[i] != 0,
+// NaN counting, as with x != 0); *ones is cleared unless every nonzero
+// entry is 1. A convolution's image row, for the weight gradient's masks.
+template <typename T>
+inline uint64_t nonzero_bits(const T* x, int64_t n, bool* ones) {
+  uint64_t bits = 0;
+  bool all_ones = true;
+  int64_t i = 0;
+#ifdef __AVX512F__
+  if constexpr (sizeof(T) == 4) {
+    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
+    for (; i < n; i += 16) {  // the last group's lanes past n masked off (not loaded)
+      const __mmask16 in = n - i >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+      const __m512 v = _mm512_maskz_loadu_ps(in, reinterpret_cast<const float*>(x) + i);
+      const __mmask16 m = _mm512_cmp_ps_mask(v, zero, _CMP_NEQ_UQ), u = _mm512_cmp_ps_mask(v, one, _CMP_EQ_OQ);
+      all_ones = all_ones && (m & ~u) == 0;
+      bits |= static_cast<uint64_t>(m) << i;
+    }
+  } else {
+    const __m512d zero = _mm512_setzero_pd(), one = _mm512_set1_pd(1.0);
+    for (; i < n; i += 8) {
+      const __mmask8 in = n - i >= 8 ? __mmask8(0xFF) : static_cast<__mmask8>((1u << (n - i)) - 1);
+      const __m512d v = _mm512_maskz_loadu_pd(in, reinterpret_cast<const double*>(x) + i);
+      const __mmask8 m = _mm512_cmp_pd_mask(v, zero, _CMP_NEQ_UQ), u = _mm512_cmp_pd_mask(v, one, _CMP_EQ_OQ);
+      all_ones = all_ones && (m & ~u) == 0;
+      bits |= static_cast<uint64_t>(m) << i;
+    }
+  }
+#elif defined(__AVX2__)
+  if constexpr (sizeof(T) == 4) {
+    const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f);
+    for (; i + 8 <= n; i += 8) {
+      const __m256 v = _mm256_loadu_ps(reinterpret_cast<const float*>(x) + i);
+      const int m = _mm256_movemask_ps(_mm256_cmp_ps(v, zero, _CMP_NEQ_UQ));
+      const int u = _mm256_movemask_ps(_mm256_cmp_ps(v, one, _CMP_EQ_OQ));
+      all_ones = all_ones && (m & ~u) == 0;
+      bits |= static_cast<uint64_t>(m) << i;
+    }
+  } else {
+    const __m256d zero = _mm256_setzero_pd(), one = _mm256_set1_pd(1.0);
+    for (; i + 4 <= n; i += 4) {
+      const __m256d v = _mm256_loadu_pd(reinterpret_cast<const double*>(x) + i);
+      const int m = _mm256_movemask_pd(_mm256_cmp_pd(v, zero, _CMP_NEQ_UQ));
+      const int u = _mm256_movemask_pd(_mm256_cmp_pd(v, one, _CMP_EQ_OQ));
+      all_ones = all_ones && (m & ~u) == 0;
+      bits |= static_cast<uint64_t>(m) << i;
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    const bool nz = x[i] != T(0);
+    all_ones = all_ones && (!nz || x[i] == T(1));
+    bits |= static_cast<uint64_t>(nz) << i;
+  }
+  *ones = *ones && all_ones;
+  return bits;
+}
+
 // Lists the nonzero entries of x[0, n) in ascending order (indices and
 // values); returns their number, and in *binary whether all of them are 1.
 // Spikes are mostly zeros: groups of zeros are skipped with one vector

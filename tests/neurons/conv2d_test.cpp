@@ -396,6 +396,9 @@ TEST(Conv2dTrain, GivesTheIm2colPathsOutputAndGradientsBitForBitOnEveryBuild) {
         EXPECT_TRUE(torch::allclose(ref[1], xt.grad(), tol, tol)) << what;
         torch::conv2d(xs[1], wt, {}, 1, {c.padding[0], c.padding[1]}).backward(gys[1]);
         EXPECT_TRUE(torch::allclose(ref[2], wt.grad().reshape({c.cout, -1}), tol, tol)) << what;
+        if (with_bias) {
+          EXPECT_TRUE(torch::allclose(ref[3], (gys[0] + gys[1]).sum({0, 2, 3}), tol, tol)) << what;
+        }
       }
     }
   }

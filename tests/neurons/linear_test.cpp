@@ -192,7 +192,7 @@ TEST(Linear, DenseEventAndAutoPathsAgreeExactly) {
 // must give the double-precision reference.
 TEST(Linear, WeightGradientsMatchADoubleReferenceForEveryWidth) {
   torch::manual_seed(6);
-  const int64_t T = 3, B = 7, I = 45;
+  const int64_t T = 3, B = 29, I = 45;  // 87 rows: two of the weight gradient's 64-row chunks
   for (int64_t O : {1, 10, 16, 19, 40, 300}) {
     for (bool spikes : {true, false}) {
       torch::Tensor x = (torch::rand({T, B, I}) < 0.3).to(torch::kFloat);
@@ -204,6 +204,9 @@ TEST(Linear, WeightGradientsMatchADoubleReferenceForEveryWidth) {
           gy.reshape({-1, O}).to(torch::kDouble).t().matmul(x.reshape({-1, I}).to(torch::kDouble));
       EXPECT_TRUE(torch::allclose(fc->weight.grad().to(torch::kDouble), gw, 1e-5, 1e-5))
           << "out " << O << (spikes ? " spikes" : " real inputs");
+      EXPECT_TRUE(torch::allclose(fc->bias.grad().to(torch::kDouble), gy.reshape({-1, O}).to(torch::kDouble).sum(0),
+                                  1e-5, 1e-5))
+          << "bias, out " << O << (spikes ? " spikes" : " real inputs");
     }
   }
 }
