@@ -296,7 +296,8 @@ namespace {
 
 // Adds the weight gradient of x2 [steps * batch, in] and gy (packed by
 // pack_grad) to sum_t [in, out] (double), split across threads by input, each
-// input's sums in BPTT row order: bit-identical for any thread count.
+// input's sums in BPTT row order: bit-identical for any thread count. With
+// bias_sum, the bias gradient too (by the thread whose inputs start at 0).
 void add_weight_grad(const torch::Tensor& x2, const torch::Tensor& g_packed, torch::Tensor& sum_t, double* bias_sum,
                      int64_t steps) {
   const torch::Tensor x = x2.contiguous();
@@ -426,6 +427,7 @@ AddWeightGrad rows_weight_grad(const torch::Tensor& x2, const torch::Tensor& gd,
   return [x2, gd, steps](torch::Tensor& sum_t, double* bias_sum) { add_weight_grad(x2, gd, sum_t, bias_sum, steps); };
 }
 
+// (The output's height and the padding in y are conv2d_train's checks.)
 bool conv2d_weight_grad_fits(const torch::Tensor& x, std::array<int64_t, 2> kernel, std::array<int64_t, 2> padding) {
   const int64_t ow = x.dim() == 4 ? x.size(3) + 2 * padding[1] - kernel[1] + 1 : 0;
   return x.dim() == 4 && x.is_cpu() && (x.scalar_type() == torch::kFloat || x.scalar_type() == torch::kDouble) &&
@@ -509,8 +511,10 @@ std::pair<torch::Tensor, torch::Tensor> parameter_grads(const AddWeightGrad& add
   // The bias's sums in the weight's pass over the gradient where both are
   // wanted (the same additions in the same order as add_bias_grad's, while
   // the rows are in cache), else on their own.
-  if (need_w) add_weight(sum_t, need_b ? sum_b.data_ptr<double>() : nullptr);
-  if (need_b && !need_w) add_bias_grad(gd, sum_b);
+  // (A weight of no inputs has no pass to go with.)
+  const bool fused = need_w && need_b && weight.size(1) > 0;
+  if (need_w) add_weight(sum_t, fused ? sum_b.data_ptr<double>() : nullptr);
+  if (need_b && !fused) add_bias_grad(gd, sum_b);
   torch::Tensor gw, gb;
   if (sums) {
     // Carried: the gradients go to .grad directly, so autograd gets none

@@ -658,7 +658,8 @@ void conv2d_weight_grad(const T* x, const WindowGeometry& g, const double* gy, d
       const int64_t oy0 = imax(int64_t{0}, g.pH - ky), oy1 = imin(g.OH, g.H + g.pH - ky);
       for (int64_t oy = oy0; oy < oy1; ++oy) {
         const uint64_t b = bits_of[oy + ky - g.pH];
-        // Bit ox: the pixel at ox + dx (dx in (-64, 64): KW <= 64).
+        // Bit ox: the pixel at ox + dx; dx < KW <= 64, and -dx <= pW < 64
+        // (OW = W + 2 pW - KW + 1 <= 64).
         const uint64_t seg = (dx >= 0 ? b >> dx : b << -dx) & keep;
         if (seg == 0) continue;
         const int64_t p0 = n * L + oy * g.OW, word = p0 / kWeightGradChunkRows, shift = p0 % kWeightGradChunkRows;

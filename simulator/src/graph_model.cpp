@@ -255,10 +255,11 @@ torch::Tensor apply_node(const Node& n, GraphModel::Modules& m, const graph::Gra
       // path's below, and faster at any density (snn/neurons/conv2d.h).
       // Anything that wants a gradient (a frozen layer's input included)
       // takes the differentiable paths.
-      const Linear& first = *fcs[0];
-      const bool records_grad = torch::GradMode::is_enabled() &&
-                                (first->weight.requires_grad() || (first->bias.defined() && first->bias.requires_grad()) ||
-                                 x.requires_grad());
+      bool wants_grad = x.requires_grad();
+      for (const Linear* fc : fcs) {
+        wants_grad = wants_grad || (*fc)->weight.requires_grad() || ((*fc)->bias.defined() && (*fc)->bias.requires_grad());
+      }
+      const bool records_grad = torch::GradMode::is_enabled() && wants_grad;
       if (!records_grad && (*fcs[0])->weight.is_cpu() && functional::conv2d_event_pays(x)) {
         std::vector<torch::Tensor> parts;
         for (int64_t j = 0; j < n.groups; ++j) {

@@ -180,18 +180,25 @@ TEST(GraphModel, RecurrenceEqualsAHandWrittenStepLoop) {
 
 // Every parameter's gradient of sum(y * probe), y the network's output on
 // x over T steps, placed on `devices` in blocks of K.
+// (Parameters whose name holds `frozen`, if given, are frozen: no gradient,
+// an undefined tensor in the list.)
 std::vector<torch::Tensor> gradients(const Graph& g, const torch::Tensor& x, const torch::Tensor& probe,
-                                     std::vector<std::string> devices, int64_t K) {
+                                     std::vector<std::string> devices, int64_t K, const std::string& frozen = "") {
   const int64_t T = probe.size(0);
   NetworkConfig c = graph_config(g, T);
   c.devices = std::move(devices);
   c.steps_per_tick = K;
   SpikingNetwork net(c);
+  if (!frozen.empty()) {
+    for (auto& [name, t] : net.named_parameters()) {
+      if (name.find(frozen) != std::string::npos) t.requires_grad_(false);
+    }
+  }
   ModelPipeline pipe = net.make_pipeline();
   const torch::Tensor y = pipe.constant_forward(net.prepare_input(x), T, /*reduce=*/false);
   (y * probe).sum().backward();
   std::vector<torch::Tensor> out;
-  for (const auto& [name, t] : net.named_parameters()) out.push_back(t.grad().clone());
+  for (const auto& [name, t] : net.named_parameters()) out.push_back(t.grad().defined() ? t.grad().clone() : torch::Tensor());
   return out;
 }
 
@@ -442,6 +449,16 @@ kind = "Output"
     EXPECT_TRUE(torch::equal(a[i], c[i])) << "parameter " << i;
   }
   EXPECT_GT(a[0].abs().sum().item<double>(), 0) << "no gradient reached the first convolution";
+  // The second convolution frozen (weight and bias): the first still gets
+  // the same gradients through it, the frozen one none.
+  const auto f = gradients(g, x, probe, {"cpu"}, 0, "conv2");
+  ASSERT_EQ(f.size(), a.size());
+  for (size_t i = 0; i < 2; ++i) {
+    ASSERT_TRUE(f[i].defined()) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(f[i], a[i])) << "parameter " << i;
+  }
+  EXPECT_FALSE(f[2].defined());
+  EXPECT_FALSE(f[3].defined());
 }
 
 // A grouped convolution: each group's channels from its own inputs, as

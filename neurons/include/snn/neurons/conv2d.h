@@ -79,18 +79,17 @@ torch::Tensor conv2d_input_grad(const torch::Tensor& gy, const torch::Tensor& we
 /// held as snn::Linear holds it over im2col rows: weight [Cout, Cin KH KW]
 /// (column (c KH + ky) KW + kx), bias [Cout] or undefined. What Linear on
 /// im2rows(x) gives, bit for bit (up to the sign of an exact zero output),
-/// forward and backward: the output from conv2d_event (planes, no rows);
+/// forward and backward, without keeping or (for images up to 64 wide)
+/// forming those rows: the output from conv2d_event, straight into planes;
 /// x's gradient from conv2d_input_grad; the weight and bias gradients as
-/// Linear's backward forms them from the rows (rebuilt from x in the
-/// backward pass, so that only x is kept meanwhile, not rows KH KW times
-/// its size) and the output's gradient read from its planes, each a double
-/// sum over the rows n OH OW + l ascending (the weight's from x's planes
-/// where W and OW are at most 64, from rebuilt rows otherwise). x is kept
-/// for the backward pass as autograd keeps inputs: changed in place
-/// meanwhile, backward throws. With `sums` (a Linear module's,
-/// carry_grad_sums), the sums carry across calls and go to weight.grad()
-/// and bias.grad() as Linear's do. Throws snn::Error naming the shapes when
-/// they do not fit.
+/// Linear's backward sums them over the rows n OH OW + l in ascending
+/// order, the rows' nonzero inputs read from x's planes (wider images:
+/// from rows rebuilt in the backward pass) and the output's gradient from
+/// its planes. x is kept for the backward pass as autograd keeps inputs
+/// (changed in place meanwhile, backward throws). With `sums` (a Linear
+/// module's, carry_grad_sums), the sums carry across calls and go to
+/// weight.grad() and bias.grad() as Linear's do. Throws snn::Error naming
+/// the shapes when they do not fit.
 torch::Tensor conv2d_train(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                            std::array<int64_t, 2> kernel, std::array<int64_t, 2> padding,
                            const c10::intrusive_ptr<LinearGradSums>& sums = {});
