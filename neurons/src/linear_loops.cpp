@@ -648,23 +648,35 @@ void conv2d_weight_grad(const T* x, const WindowGeometry& g, const double* gy, d
       }
     }
   }
-  const uint64_t keep = g.OW == 64 ? ~uint64_t(0) : (uint64_t(1) << g.OW) - 1;
+  // Each input's tap: its channel's rows in row_bits, its row offset ky -
+  // pH and its column shift dx = kx - pW (bit ox of a window row: pixel
+  // ox + dx; dx < KW <= 64, and -dx <= pW < 64 as OW = W + 2 pW - KW + 1 <=
+  // 64).
+  thread_local Scratch<int64_t> tap_buffer;
+  int64_t* const tap = tap_buffer.reserve(3 * nf);  // [nf][3]: channel rows, ky - pH, dx
   for (int64_t f = f0; f < f1; ++f) {
-    const int64_t c = f / taps, ky = f % taps / g.KW, kx = f % g.KW, dx = kx - g.pW;
-    uint64_t* const m = masks + (f - f0);
-    for (int64_t n = 0; n < g.N; ++n) {
-      const uint64_t* bits_of = row_bits + (n * nc + c - c0) * g.H;
-      // Output rows whose tap row lies in the image: 0 <= oy + ky - pH < H.
-      const int64_t oy0 = imax(int64_t{0}, g.pH - ky), oy1 = imin(g.OH, g.H + g.pH - ky);
-      for (int64_t oy = oy0; oy < oy1; ++oy) {
-        const uint64_t b = bits_of[oy + ky - g.pH];
-        // Bit ox: the pixel at ox + dx; dx < KW <= 64, and -dx <= pW < 64
-        // (OW = W + 2 pW - KW + 1 <= 64).
+    const int64_t c = f / taps, ky = f % taps / g.KW, kx = f % g.KW;
+    tap[3 * (f - f0)] = (c - c0) * g.H;
+    tap[3 * (f - f0) + 1] = ky - g.pH;
+    tap[3 * (f - f0) + 2] = kx - g.pW;
+  }
+  const uint64_t keep = g.OW == 64 ? ~uint64_t(0) : (uint64_t(1) << g.OW) - 1;
+  // Window row by window row, its bits placed for every input in turn: the
+  // writes go along a chunk's masks (contiguous), not nf words apart.
+  for (int64_t n = 0; n < g.N; ++n) {
+    const uint64_t* const bits_of = row_bits + n * nc * g.H;
+    for (int64_t oy = 0; oy < g.OH; ++oy) {
+      const int64_t p0 = n * L + oy * g.OW, word = p0 / kWeightGradChunkRows, shift = p0 % kWeightGradChunkRows;
+      const bool spills = shift != 0 && shift + g.OW > kWeightGradChunkRows;
+      uint64_t* const m = masks + word * nf;
+      for (int64_t f = 0; f < nf; ++f) {
+        const int64_t iy = oy + tap[3 * f + 1];
+        if (iy < 0 || iy >= g.H) continue;  // the tap's row is padding
+        const uint64_t b = bits_of[tap[3 * f] + iy];
+        const int64_t dx = tap[3 * f + 2];
         const uint64_t seg = (dx >= 0 ? b >> dx : b << -dx) & keep;
-        if (seg == 0) continue;
-        const int64_t p0 = n * L + oy * g.OW, word = p0 / kWeightGradChunkRows, shift = p0 % kWeightGradChunkRows;
-        m[word * nf] |= seg << shift;
-        if (shift != 0 && shift + g.OW > kWeightGradChunkRows) m[(word + 1) * nf] |= seg >> (kWeightGradChunkRows - shift);
+        m[f] |= seg << shift;
+        if (spills) m[nf + f] |= seg >> (kWeightGradChunkRows - shift);
       }
     }
   }
