@@ -439,6 +439,40 @@ constexpr int64_t kWeightGradChunkRows = 64;
 // Output tiles per pass over the masks: eight vectors of sums.
 constexpr int kPassTiles = kVectorBytes == 64 ? 4 : 2;
 
+// NT output tiles' double sums at `sums` into registers and back. Where the
+// group passes `out` (not `whole`: `valid` = out - its first column), the
+// sums go through a zero-padded copy, so no load or store passes the end.
+template <int NT>
+inline __attribute__((always_inline)) void load_tile_sums(const double* sums, bool whole, int64_t valid,
+                                                          typename Simd<double>::type* acc) {
+  using V = Simd<double>::type;
+  constexpr int64_t L = sizeof(V) / sizeof(double);
+  double edge[NT * kTile];  // filled only where used: this runs once per input and chunk
+  const double* from = sums;
+  if (!whole) {
+    for (int64_t o = 0; o < NT * kTile; ++o) edge[o] = 0.0;
+    std::memcpy(edge, sums, valid * sizeof(double));
+    from = edge;
+  }
+#pragma GCC unroll 16
+  for (int v = 0; v < NT * kTile / L; ++v) acc[v] = load<V>(from + v * L);
+}
+template <int NT>
+inline __attribute__((always_inline)) void store_tile_sums(double* sums, bool whole, int64_t valid,
+                                                           const typename Simd<double>::type* acc) {
+  using V = Simd<double>::type;
+  constexpr int64_t L = sizeof(V) / sizeof(double);
+  if (whole) {
+#pragma GCC unroll 16
+    for (int v = 0; v < NT * kTile / L; ++v) store(sums + v * L, acc[v]);
+    return;
+  }
+  double edge[NT * kTile];
+#pragma GCC unroll 16
+  for (int v = 0; v < NT * kTile / L; ++v) store(edge + v * L, acc[v]);
+  std::memcpy(sums, edge, valid * sizeof(double));
+}
+
 // The weight gradient's pass over the masks for the NT output tiles from
 // t: for each chunk of rows and each input f in [f0, f0 + nf) with a
 // nonzero mask, the input's sums of those tiles (in registers meanwhile)
@@ -465,17 +499,9 @@ void weight_grad_tiles(const Value& value, const double* gy, double* sum_t, doub
     for (int64_t f = 0; f < nf; ++f) {
       uint64_t bits = mc[f];
       if (bits == 0) continue;  // no nonzero input in this chunk
-      double* row = sum_t + (f0 + f) * out;
-      double edge[NT * kTile];  // zeroed only where used: this runs once per input and chunk
-      double* sums = row + t * kTile;
-      if (!whole) {
-        for (int64_t o = 0; o < NT * kTile; ++o) edge[o] = 0.0;
-        std::memcpy(edge, sums, (out - t * kTile) * sizeof(double));
-        sums = edge;
-      }
+      double* const sums = sum_t + (f0 + f) * out + t * kTile;
       V acc[NT * NV];
-#pragma GCC unroll 16
-      for (int v = 0; v < NT * NV; ++v) acc[v] = load<V>(sums + v * L);
+      load_tile_sums<NT>(sums, whole, out - t * kTile, acc);
       if (binary) {
         for (; bits != 0; bits &= bits - 1) {
           const int64_t off = (c0 + __builtin_ctzll(bits)) * kTile;
@@ -496,21 +522,12 @@ void weight_grad_tiles(const Value& value, const double* gy, double* sum_t, doub
           }
         }
       }
-#pragma GCC unroll 16
-      for (int v = 0; v < NT * NV; ++v) store(sums + v * L, acc[v]);
-      if (!whole) std::memcpy(row + t * kTile, edge, (out - t * kTile) * sizeof(double));
+      store_tile_sums<NT>(sums, whole, out - t * kTile, acc);
     }
     if (bias_sum != nullptr) {
-      double edge[NT * kTile];
-      double* sums = bias_sum + t * kTile;
-      if (!whole) {
-        for (int64_t o = 0; o < NT * kTile; ++o) edge[o] = 0.0;
-        std::memcpy(edge, sums, (out - t * kTile) * sizeof(double));
-        sums = edge;
-      }
+      double* const sums = bias_sum + t * kTile;
       V acc[NT * NV];
-#pragma GCC unroll 16
-      for (int v = 0; v < NT * NV; ++v) acc[v] = load<V>(sums + v * L);
+      load_tile_sums<NT>(sums, whole, out - t * kTile, acc);
       const int64_t c1 = imin(c0 + kWeightGradChunkRows, rows);
       for (int64_t p = c0; p < c1; ++p) {
 #pragma GCC unroll 4
@@ -519,9 +536,7 @@ void weight_grad_tiles(const Value& value, const double* gy, double* sum_t, doub
           for (int v = 0; v < NV; ++v) acc[k * NV + v] = acc[k * NV + v] + load<V>(g[k] + p * kTile + v * L);
         }
       }
-#pragma GCC unroll 16
-      for (int v = 0; v < NT * NV; ++v) store(sums + v * L, acc[v]);
-      if (!whole) std::memcpy(bias_sum + t * kTile, edge, (out - t * kTile) * sizeof(double));
+      store_tile_sums<NT>(sums, whole, out - t * kTile, acc);
     }
   }
 }
