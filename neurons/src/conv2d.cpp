@@ -6,8 +6,8 @@
 #include <torch/autograd.h>
 
 #include <map>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "conv2d_args.h"

@@ -11,9 +11,10 @@
 #include <tuple>
 
 #include "grad_sums.h"
-#include "linear_grad.h"
-#include "window_geometry.h"
 #include "kernels.h"
+#include "linear_grad.h"
+#include "linear_tile.h"
+#include "window_geometry.h"
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
 #include "snn/core/frozen_weights.h"
@@ -105,7 +106,7 @@ LinearPath choose_path(double density, double crossover, int64_t out) {
 
 namespace {
 
-constexpr int64_t kTile = 16;  // output columns per packed weight tile (linear_loops.cpp)
+constexpr int64_t kTile = neurons::detail::kLinearTile;  // output columns per packed tile (linear_tile.h)
 
 // The tiled layout every CPU kernel reads: dst [tiles, rows, kTile] gets
 // row i's values o in [0, out) from row(i)[o * stride], converted to D, the

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "linear_tile.h"
 #include "simd_loops.h"
 #include "snn/core/detail/isa_scratch.h"
 #include "window_geometry.h"
@@ -27,9 +28,7 @@ using snn::detail::imax;
 using snn::detail::imin;
 using snn::detail::Scratch;
 
-// Output columns per packed weight tile: two 32-byte vectors of floats (one
-// on the AVX-512 build). The packing is the same for every build.
-constexpr int64_t kTile = 16;
+constexpr int64_t kTile = kLinearTile;  // linear_tile.h
 
 // Stores the lanes [0, n) of a tile's accumulators to y (all of them when
 // the tile is whole; the last tile of a layer whose size is not a multiple

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "linear_tile.h"
 #include "simd_loops.h"
 #include "snn/core/detail/isa_scratch.h"
 #include "window_geometry.h"
@@ -170,7 +171,7 @@ void rows2im_images(const T* grows, T* gx, const WindowGeometry& g, int64_t n0, 
 // converted along contiguous memory.
 template <typename T>
 void planes_to_tile_rows(const T* planes, double* rows, int64_t width, int64_t L) {
-  constexpr int64_t kTile = 16;  // linear_loops.cpp's output columns per tile
+  constexpr int64_t kTile = kLinearTile;
   thread_local Scratch<T> scratch_buffer;
   T* const t = scratch_buffer.reserve(L * kTile);
   if (width == kTile) {
