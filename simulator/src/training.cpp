@@ -257,7 +257,12 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
       if (idx.size(0) > 0) mine.backward(counts.grad().narrow(0, share.begin, idx.size(0)));
     }
     if (sharded_) {
+      const auto s0 = std::chrono::steady_clock::now();
+      const double e0 = world_->traffic().seconds;
       sharded_->step();
+      stats.optimizer_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
+      stats.optimizer_exchange_seconds += world_->traffic().seconds - e0;
+      ++stats.steps;
     } else {
       if (world_) reduce_gradients(*world_, net_);
       fused_adam_step(*adam_);  // adam_->step()'s values, bit for bit, in fewer passes

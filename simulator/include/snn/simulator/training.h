@@ -82,6 +82,15 @@ struct EpochStats {
   int64_t samples = 0;
   double seconds = 0;
   ExecutionInfo execution;  ///< how the epoch's batches ran
+  /// Data-parallel (ShardedAdam) only: the optimizer steps taken, their
+  /// wall time and the part of it inside the exchanges, in seconds. The
+  /// rest is a rank's fixed work per step whatever its share of the batch
+  /// (the gradient into the exchange, its slice of Adam, the new weights
+  /// into the parameters): what bounds scaling to many ranks besides the
+  /// link.
+  int64_t steps = 0;
+  double optimizer_seconds = 0;
+  double optimizer_exchange_seconds = 0;
 };
 
 /// Adam's state for one parameter (what a resumed run needs to continue
