@@ -494,7 +494,12 @@ std::pair<torch::Tensor, torch::Tensor> parameter_grads(const AddWeightGrad& add
   if (need_w) {
     if (sums) {
       if (!sums->weight_t.defined()) sums->weight_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
-      sync_sum(sums->weight_t, saved.weight, sums->written_weight, sums->written_weight_version, true);
+      if (!sums->sums_only) {
+        sync_sum(sums->weight_t, saved.weight, sums->written_weight, sums->written_weight_version, true);
+      } else if (sums->restart_weight) {
+        sums->weight_t.zero_();
+      }
+      sums->restart_weight = false;
       sum_t = sums->weight_t;
     } else {
       sum_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
@@ -503,7 +508,12 @@ std::pair<torch::Tensor, torch::Tensor> parameter_grads(const AddWeightGrad& add
   if (need_b) {
     if (sums) {
       if (!sums->bias.defined()) sums->bias = torch::zeros({weight.size(0)}, dbl);
-      sync_sum(sums->bias, saved.bias, sums->written_bias, sums->written_bias_version, false);
+      if (!sums->sums_only) {
+        sync_sum(sums->bias, saved.bias, sums->written_bias, sums->written_bias_version, false);
+      } else if (sums->restart_bias) {
+        sums->bias.zero_();
+      }
+      sums->restart_bias = false;
       sum_b = sums->bias;
     } else {
       sum_b = torch::zeros({weight.size(0)}, dbl);
@@ -519,7 +529,8 @@ std::pair<torch::Tensor, torch::Tensor> parameter_grads(const AddWeightGrad& add
   torch::Tensor gw, gb;
   if (sums) {
     // Carried: the gradients go to .grad directly, so autograd gets none
-    // to accumulate (it would round per call).
+    // to accumulate (it would round per call); or nowhere but the sums.
+    if (sums->sums_only) return {gw, gb};
     if (need_w) {
       torch::Tensor param = saved.weight;
       publish_sum(sums->weight_t, param, sums->written_weight, sums->written_weight_version, true);
@@ -838,8 +849,14 @@ void LinearImpl::steps_with(const torch::Tensor& x, LinearPath path, const Packe
 }
 
 torch::Tensor LinearImpl::carried_grad_sum(const torch::Tensor& param) const {
-  if (!grad_sums_ || !param.grad().defined()) return {};
+  if (!grad_sums_) return {};
   const LinearGradSums& g = *grad_sums_;
+  if (g.sums_only) {
+    if (param.is_same(weight) && g.weight_t.defined() && !g.restart_weight) return g.weight_t.t();
+    if (bias.defined() && param.is_same(bias) && g.bias.defined() && !g.restart_bias) return g.bias;
+    return {};
+  }
+  if (!param.grad().defined()) return {};
   const auto current = [&](const torch::Tensor& written, uint32_t version) {
     return written.defined() && param.grad().is_same(written) && param.grad()._version() == version;
   };
@@ -850,6 +867,19 @@ torch::Tensor LinearImpl::carried_grad_sum(const torch::Tensor& param) const {
     return g.bias;
   }
   return {};
+}
+
+void LinearImpl::keep_grad_sums_only(bool on) {
+  if (!grad_sums_) {
+    throw Error("keep_grad_sums_only: this snn::Linear carries no gradient sums (LinearOptions::carry_grad_sums)");
+  }
+  grad_sums_->sums_only = on;
+  restart_grad_sums();
+}
+
+void LinearImpl::restart_grad_sums() {
+  if (!grad_sums_) return;
+  grad_sums_->restart_weight = grad_sums_->restart_bias = true;
 }
 
 void LinearImpl::pretty_print(std::ostream& os) const {

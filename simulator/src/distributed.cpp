@@ -123,6 +123,11 @@ ShardedAdam::ShardedAdam(dist::World& world, const SpikingNetwork& net, const to
     split_.push_back(part.end - part.begin);
     if (r == world.rank()) begin_ = part.begin;
   }
+  // The layers' double sums are what step() exchanges: nothing reads
+  // their rounding into .grad() (see the destructor).
+  for (Linear fc : net.linear_layers()) {
+    if (fc->grad_sums()) fc->keep_grad_sums_only(true);
+  }
   const int64_t mine = split_[static_cast<size_t>(world.rank())];
   shard_ = flat_of(params_).narrow(0, begin_, mine).clone().requires_grad_(true);
   adam_ = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{shard_}, options);
@@ -143,6 +148,12 @@ ShardedAdam::ShardedAdam(dist::World& world, const SpikingNetwork& net, const to
   }
 }
 
+ShardedAdam::~ShardedAdam() {
+  for (Linear fc : net_.linear_layers()) {
+    if (fc->grad_sums()) fc->keep_grad_sums_only(false);
+  }
+}
+
 void ShardedAdam::set_lr(double lr) {
   for (auto& group : adam_->param_groups()) group.options().set_lr(lr);
 }
@@ -150,6 +161,8 @@ void ShardedAdam::set_lr(double lr) {
 void ShardedAdam::step() {
   // Rank r's slice of every rank's gradient, added in rank order.
   const torch::Tensor parts = world_.exchange_parts(flat_gradient(net_), split_);
+  // The next backward call starts the sums afresh (zero_grad's part).
+  for (Linear fc : net_.linear_layers()) fc->restart_grad_sums();
   torch::Tensor sum = parts[0].clone();
   for (int64_t r = 1; r < parts.size(0); ++r) sum.add_(parts[r]);
   shard_.mutable_grad() = sum.to(shard_.scalar_type());

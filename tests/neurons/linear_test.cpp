@@ -135,6 +135,48 @@ TEST(Linear, DroppedGradientTensorIsReusedOnlyWhenNothingHoldsIt) {
   EXPECT_TRUE(torch::equal(fc->weight.grad(), first));
 }
 
+TEST(Linear, SumsOnlyModeCarriesTheSameSumsWithoutWritingGrad) {
+  // keep_grad_sums_only (data-parallel training): the double sums are those
+  // the default mode carries, call after call; .grad() stays empty; a
+  // restart starts them from zero at the next backward call, and before it
+  // carried_grad_sum() gives nothing.
+  torch::manual_seed(5);
+  const torch::Tensor x = (torch::rand({3, 4, 20}) < 0.3).to(torch::kFloat);
+  const torch::Tensor gy = torch::randn({3, 4, 9});
+  Linear plain(LinearOptions(20, 9).carry_grad_sums(true)), only(LinearOptions(20, 9).carry_grad_sums(true));
+  {
+    torch::NoGradGuard no_grad;
+    only->weight.copy_(plain->weight);
+    only->bias.copy_(plain->bias);
+  }
+  only->keep_grad_sums_only(true);
+  EXPECT_FALSE(only->carried_grad_sum(only->weight).defined());
+  for (int call = 0; call < 2; ++call) {  // two calls into the same sums
+    (plain->forward(x) * (gy + call)).sum().backward();
+    (only->forward(x) * (gy + call)).sum().backward();
+  }
+  EXPECT_FALSE(only->weight.grad().defined());
+  EXPECT_FALSE(only->bias.grad().defined());
+  ASSERT_TRUE(only->carried_grad_sum(only->weight).defined());
+  EXPECT_TRUE(torch::equal(only->carried_grad_sum(only->weight), plain->carried_grad_sum(plain->weight)));
+  EXPECT_TRUE(torch::equal(only->carried_grad_sum(only->bias), plain->carried_grad_sum(plain->bias)));
+  only->restart_grad_sums();
+  plain->zero_grad();
+  EXPECT_FALSE(only->carried_grad_sum(only->weight).defined());
+  EXPECT_FALSE(only->carried_grad_sum(only->bias).defined());
+  (plain->forward(x) * gy).sum().backward();
+  (only->forward(x) * gy).sum().backward();
+  EXPECT_TRUE(torch::equal(only->carried_grad_sum(only->weight), plain->carried_grad_sum(plain->weight)));
+  EXPECT_TRUE(torch::equal(only->carried_grad_sum(only->bias), plain->carried_grad_sum(plain->bias)));
+  // Back to the default mode: .grad() is written again, from the restarted sums.
+  only->keep_grad_sums_only(false);
+  (only->forward(x) * gy).sum().backward();
+  ASSERT_TRUE(only->weight.grad().defined());
+  EXPECT_TRUE(torch::equal(only->weight.grad(), plain->weight.grad()));
+  Linear none(LinearOptions(20, 9));
+  EXPECT_THROW(none->keep_grad_sums_only(true), Error);
+}
+
 // The dense and the event-driven kernels add the same products in the same
 // order, so every path gives the same values, on every ISA and thread count,
 // for spikes and for real-valued sparse inputs, and for layer sizes that

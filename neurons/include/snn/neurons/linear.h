@@ -135,11 +135,16 @@ class KernelTrial {
 /// are inputs: the event-driven accumulation writes contiguous rows);
 /// `written_*` are the gradient tensors last published and their versions,
 /// so that a gradient reset or changed by someone else (zero_grad, a user)
-/// restarts the sums from its value.
+/// restarts the sums from its value. Unless `sums_only`
+/// (LinearImpl::keep_grad_sums_only): then .grad is neither written nor
+/// read, and the sums restart from zero at the first backward call after
+/// LinearImpl::restart_grad_sums() (`restart`).
 struct LinearGradSums : torch::CustomClassHolder {
   torch::Tensor weight_t, bias;
   torch::Tensor written_weight, written_bias;
   uint32_t written_weight_version = 0, written_bias_version = 0;
+  bool sums_only = false;
+  bool restart_weight = true, restart_bias = true;
 };
 
 /// A layer's weights as the kernels read them: on the CPU [tiles, in, 16]
@@ -224,6 +229,16 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   /// such sums (data-parallel ranks' partial gradients) and rounding once
   /// loses less than adding their float roundings.
   torch::Tensor carried_grad_sum(const torch::Tensor& param) const;
+  /// With `on` (carry_grad_sums only; CPU): the sums are the gradient's
+  /// only record, .grad() is not written (data-parallel training, whose
+  /// sharded step reads the sums: rounding them into .grad() every backward
+  /// call was a pass over the weights per step on every rank, whatever its
+  /// share of the batch). carried_grad_sum() then gives the sums since
+  /// the last restart_grad_sums() (undefined before any backward call).
+  void keep_grad_sums_only(bool on);
+  /// In keep_grad_sums_only mode: the next backward call starts the sums
+  /// from zero (what zero_grad() does to .grad() otherwise).
+  void restart_grad_sums();
   /// The layer's carried gradient sums (carry_grad_sums), or null: for
   /// functions that compute the layer's product another way but sum its
   /// gradients as it does (functional::conv2d_train).

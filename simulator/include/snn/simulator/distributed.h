@@ -51,12 +51,19 @@ torch::Tensor flat_gradient(const SpikingNetwork& net);
 /// every rank's parameters. So each rank does 1/N of the optimizer's work
 /// and moves about 12 bytes per parameter per step instead of receiving
 /// 8 (N - 1). All parameters must share one floating dtype (can_shard()).
+/// While it lives, the network's CPU layers keep their gradients as double
+/// sums only (LinearImpl::keep_grad_sums_only): their .grad() stays empty,
+/// and each step() restarts the sums for the next batch.
 class ShardedAdam {
  public:
   /// `state`: the moments to start from, per parameter (a resumed
   /// checkpoint's; empty entries or none: Adam's fresh state).
   ShardedAdam(dist::World& world, const SpikingNetwork& net, const torch::optim::AdamOptions& options,
               const std::vector<AdamMoments>& state);
+  /// The network's layers write .grad() again (keep_grad_sums_only off).
+  ~ShardedAdam();
+  ShardedAdam(const ShardedAdam&) = delete;
+  ShardedAdam& operator=(const ShardedAdam&) = delete;
   static bool can_shard(const SpikingNetwork& net);
   void set_lr(double lr);
   /// One optimizer step on every rank (a collective; see the class comment).
