@@ -89,7 +89,8 @@ def main():
             if n > 1:
                 comm["train"].append(float(re.search(r"^communication: ([0-9.]+) s", out, re.M).group(1)) / secs)
                 m = re.search(r"^optimizer: \d+ steps, ([0-9.]+) ms each, ([0-9.]+) ms of it in exchanges", out, re.M)
-                fixed.append((float(m.group(1)) - float(m.group(2))) / 1e3)
+                if m:
+                    fixed.append((float(m.group(1)) - float(m.group(2))) / 1e3)
             out, _ = launch(run, n)
             secs = float(re.search(r"^train split: .*\(([0-9.]+) s\)$", out, re.M).group(1))
             rows["run"][n].append(secs)
@@ -106,7 +107,7 @@ def main():
               f"{100 * statistics.median(comm[job]):.0f}% |")
     steps = -(-8000 // args.batch)
     step1 = min(rows["train"][1]) / steps
-    step_fixed = statistics.median(fixed)
+    step_fixed = statistics.median(fixed) if fixed else 0.0  # none where the optimizer is not sharded
     print(f"\nOn paper (train): P = {params:,} parameters, (N - 1) / N {12 * params / 1e6:.1f} MB in and out of a rank "
           f"per step; one process's step {1e3 * step1:.1f} ms; a rank's optimizer work outside the exchanges "
           f"{1e3 * step_fixed:.2f} ms per step (measured on {args.ranks} ranks; it does not shrink with the rank's "
@@ -119,6 +120,7 @@ def main():
         gather = (n - 1) / n * 12 * params / (args.link_gbs * 1e9)
         print(f"| {n} | {1e3 * compute:.2f} ms | {1e3 * step_fixed:.2f} ms | {1e3 * gather:.2f} ms | "
               f"{compute / (compute + step_fixed + gather):.2f} | {compute / (compute + gather):.2f} |")
+
 
 if __name__ == "__main__":
     main()

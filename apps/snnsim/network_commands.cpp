@@ -316,10 +316,11 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
       const dist::World::Traffic t = world->traffic();
       std::cout << fmt::format("communication: {:.2f} s in {} exchanges, {:.1f} MB sent by rank 0\n", t.seconds,
                                t.calls, static_cast<double>(t.bytes) / 1e6);
-      if (s.steps > 0) {
+      if (s.optimizer_steps > 0) {
+        // This epoch's steps (the communication line above sums all epochs).
         std::cout << fmt::format("optimizer: {} steps, {:.2f} ms each, {:.2f} ms of it in exchanges (rank 0)\n",
-                                 s.steps, 1e3 * s.optimizer_seconds / static_cast<double>(s.steps),
-                                 1e3 * s.optimizer_exchange_seconds / static_cast<double>(s.steps));
+                                 s.optimizer_steps, 1e3 * s.optimizer_seconds / static_cast<double>(s.optimizer_steps),
+                                 1e3 * s.optimizer_exchange_seconds / static_cast<double>(s.optimizer_steps));
       }
     }
     save_checkpoint(out_path, net, e + 1, &trainer, {kGitCommit, test.accuracy});

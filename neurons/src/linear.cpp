@@ -874,6 +874,9 @@ void LinearImpl::keep_grad_sums_only(bool on) {
     throw Error("keep_grad_sums_only: this snn::Linear carries no gradient sums (LinearOptions::carry_grad_sums)");
   }
   grad_sums_->sums_only = on;
+  // Either way the sums start afresh: from zero (sums only), or from
+  // whatever .grad() holds then (not from sums .grad() never saw).
+  grad_sums_->written_weight = grad_sums_->written_bias = torch::Tensor();
   restart_grad_sums();
 }
 

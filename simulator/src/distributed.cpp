@@ -149,8 +149,13 @@ ShardedAdam::ShardedAdam(dist::World& world, const SpikingNetwork& net, const to
 }
 
 ShardedAdam::~ShardedAdam() {
-  for (Linear fc : net_.linear_layers()) {
-    if (fc->grad_sums()) fc->keep_grad_sums_only(false);
+  try {
+    for (Linear fc : net_.linear_layers()) {
+      if (fc->grad_sums()) fc->keep_grad_sums_only(false);
+    }
+  } catch (...) {
+    // Nothing to do in a destructor (linear_layers() allocates): the layers
+    // then stay in sums-only mode, which only a later step would read.
   }
 }
 

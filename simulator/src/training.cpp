@@ -198,6 +198,9 @@ void Trainer::distribute(dist::World& world) {
     }
   }
   world_ = &world;
+  // The old optimizer first: its destructor gives the layers back their
+  // .grad(), which the new one takes away again.
+  sharded_.reset();
   if (ShardedAdam::can_shard(net_)) {
     sharded_ = std::make_shared<ShardedAdam>(
         world, net_, torch::optim::AdamOptions(options_.lr).weight_decay(options_.weight_decay), optimizer_state());
@@ -262,7 +265,7 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
       sharded_->step();
       stats.optimizer_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
       stats.optimizer_exchange_seconds += world_->traffic().seconds - e0;
-      ++stats.steps;
+      ++stats.optimizer_steps;
     } else {
       if (world_) reduce_gradients(*world_, net_);
       fused_adam_step(*adam_);  // adam_->step()'s values, bit for bit, in fewer passes

@@ -173,6 +173,26 @@ TEST(Linear, SumsOnlyModeCarriesTheSameSumsWithoutWritingGrad) {
   (only->forward(x) * gy).sum().backward();
   ASSERT_TRUE(only->weight.grad().defined());
   EXPECT_TRUE(torch::equal(only->weight.grad(), plain->weight.grad()));
+  // A layer switched on with a gradient in .grad() and back off: the sums
+  // restart from that gradient, not from the sums kept in between.
+  Linear mixed(LinearOptions(20, 9).carry_grad_sums(true)), twice(LinearOptions(20, 9).carry_grad_sums(true));
+  {
+    torch::NoGradGuard no_grad;
+    for (Linear* l : {&mixed, &twice}) {
+      (*l)->weight.copy_(plain->weight);
+      (*l)->bias.copy_(plain->bias);
+    }
+  }
+  (mixed->forward(x) * gy).sum().backward();
+  (twice->forward(x) * gy).sum().backward();
+  mixed->keep_grad_sums_only(true);
+  (mixed->forward(x) * (gy + 5)).sum().backward();  // kept in the sums only
+  mixed->keep_grad_sums_only(false);
+  (mixed->forward(x) * (gy - 1)).sum().backward();
+  (twice->forward(x) * (gy - 1)).sum().backward();
+  // .grad() held the first call's rounding, so the sums restart from float.
+  EXPECT_TRUE(torch::allclose(mixed->weight.grad(), twice->weight.grad(), 1e-5, 1e-6));
+  EXPECT_TRUE(torch::allclose(mixed->bias.grad(), twice->bias.grad(), 1e-5, 1e-6));
   Linear none(LinearOptions(20, 9));
   EXPECT_THROW(none->keep_grad_sums_only(true), Error);
 }

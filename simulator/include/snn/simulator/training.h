@@ -88,7 +88,7 @@ struct EpochStats {
   /// (the gradient into the exchange, its slice of Adam, the new weights
   /// into the parameters): what bounds scaling to many ranks besides the
   /// link.
-  int64_t steps = 0;
+  int64_t optimizer_steps = 0;
   double optimizer_seconds = 0;
   double optimizer_exchange_seconds = 0;
 };
