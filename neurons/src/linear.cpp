@@ -363,15 +363,12 @@ void sync_sum(torch::Tensor& sum, const torch::Tensor& param, const torch::Tenso
   }
 }
 
-// Writes the rounding of `sum` (double, param's shape or, if `transposed`,
-// its transpose) to g (contiguous, param's shape and dtype) in one pass.
-static void write_rounded(const torch::Tensor& sum, torch::Tensor& g, bool transposed) {
-  if (!transposed) {
-    g.copy_(sum);
-    return;
-  }
-  const int64_t in = sum.size(0), out = sum.size(1);
-  const double* sp = sum.data_ptr<double>();
+void round_transposed(const torch::Tensor& sum_t, torch::Tensor& g) {
+  const int64_t in = sum_t.size(0), out = sum_t.size(1);
+  TORCH_CHECK(sum_t.scalar_type() == torch::kDouble && sum_t.is_contiguous() && g.is_contiguous() &&
+                  g.dim() == 2 && g.size(0) == out && g.size(1) == in,
+              "round_transposed: a contiguous double [in, out] sum into a contiguous [out, in] tensor");
+  const double* sp = sum_t.data_ptr<double>();
   const CpuLoops loops = cpu_loops();
   AT_DISPATCH_FLOATING_TYPES(g.scalar_type(), "snn_linear_publish", [&] {
     scalar_t* gp = g.data_ptr<scalar_t>();
@@ -379,6 +376,28 @@ static void write_rounded(const torch::Tensor& sum, torch::Tensor& g, bool trans
       SNN_ISA_CALL(loops, neurons::detail, round_transposed(sp, gp, in, out, i0, i1));
     });
   });
+}
+
+// A carried sum made ready for this call's additions: synced with .grad(),
+// or in sums-only mode zeroed if a restart is pending.
+static void ready_sum(torch::Tensor& sum, const torch::Tensor& param, const LinearGradSums& sums,
+                      const torch::Tensor& written, uint32_t version, bool& restart, bool transposed) {
+  if (!sums.sums_only) {
+    sync_sum(sum, param, written, version, transposed);
+  } else if (restart) {
+    sum.zero_();
+  }
+  restart = false;
+}
+
+// Writes the rounding of `sum` (double, param's shape or, if `transposed`,
+// its transpose) to g (contiguous, param's shape and dtype) in one pass.
+static void write_rounded(const torch::Tensor& sum, torch::Tensor& g, bool transposed) {
+  if (!transposed) {
+    g.copy_(sum);
+    return;
+  }
+  round_transposed(sum, g);
   // Written through the pointer: say so, as copy_ would, so that anything
   // that saved this gradient (an autograd graph, a cache) sees it changed.
   g.unsafeGetTensorImpl()->bump_version();
@@ -494,12 +513,8 @@ std::pair<torch::Tensor, torch::Tensor> parameter_grads(const AddWeightGrad& add
   if (need_w) {
     if (sums) {
       if (!sums->weight_t.defined()) sums->weight_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
-      if (!sums->sums_only) {
-        sync_sum(sums->weight_t, saved.weight, sums->written_weight, sums->written_weight_version, true);
-      } else if (sums->restart_weight) {
-        sums->weight_t.zero_();
-      }
-      sums->restart_weight = false;
+      ready_sum(sums->weight_t, saved.weight, *sums, sums->written_weight, sums->written_weight_version,
+                sums->restart_weight, true);
       sum_t = sums->weight_t;
     } else {
       sum_t = torch::zeros({weight.size(1), weight.size(0)}, dbl);
@@ -508,12 +523,8 @@ std::pair<torch::Tensor, torch::Tensor> parameter_grads(const AddWeightGrad& add
   if (need_b) {
     if (sums) {
       if (!sums->bias.defined()) sums->bias = torch::zeros({weight.size(0)}, dbl);
-      if (!sums->sums_only) {
-        sync_sum(sums->bias, saved.bias, sums->written_bias, sums->written_bias_version, false);
-      } else if (sums->restart_bias) {
-        sums->bias.zero_();
-      }
-      sums->restart_bias = false;
+      ready_sum(sums->bias, saved.bias, *sums, sums->written_bias, sums->written_bias_version, sums->restart_bias,
+                false);
       sum_b = sums->bias;
     } else {
       sum_b = torch::zeros({weight.size(0)}, dbl);
@@ -851,19 +862,19 @@ void LinearImpl::steps_with(const torch::Tensor& x, LinearPath path, const Packe
 torch::Tensor LinearImpl::carried_grad_sum(const torch::Tensor& param) const {
   if (!grad_sums_) return {};
   const LinearGradSums& g = *grad_sums_;
-  if (g.sums_only) {
-    if (param.is_same(weight) && g.weight_t.defined() && !g.restart_weight) return g.weight_t.t();
-    if (bias.defined() && param.is_same(bias) && g.bias.defined() && !g.restart_bias) return g.bias;
-    return {};
-  }
-  if (!param.grad().defined()) return {};
-  const auto current = [&](const torch::Tensor& written, uint32_t version) {
-    return written.defined() && param.grad().is_same(written) && param.grad()._version() == version;
+  // Whether the sum is the gradient's record: since the last restart (sums
+  // only), or while .grad() is still the tensor the layer wrote last.
+  const auto current = [&](const torch::Tensor& written, uint32_t version, bool restart) {
+    if (g.sums_only) return !restart;
+    const torch::Tensor& grad = param.grad();
+    return grad.defined() && written.defined() && grad.is_same(written) && grad._version() == version;
   };
-  if (param.is_same(weight) && g.weight_t.defined() && current(g.written_weight, g.written_weight_version)) {
+  if (param.is_same(weight) && g.weight_t.defined() &&
+      current(g.written_weight, g.written_weight_version, g.restart_weight)) {
     return g.weight_t.t();
   }
-  if (bias.defined() && param.is_same(bias) && g.bias.defined() && current(g.written_bias, g.written_bias_version)) {
+  if (bias.defined() && param.is_same(bias) && g.bias.defined() &&
+      current(g.written_bias, g.written_bias_version, g.restart_bias)) {
     return g.bias;
   }
   return {};

@@ -2,9 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-
 #include "snn/core/error.h"
+#include "snn/neurons/linear.h"
 #include "snn/simulator/fused_adam.h"
 
 namespace snn {
@@ -28,26 +27,6 @@ SampleRange batch_share(int64_t size, int64_t rank, int64_t world_size) {
   return r;
 }
 
-namespace {
-// dst (contiguous [rows, cols], double) = src, a transposed view of a
-// contiguous double [cols, rows] matrix (a layer's carried weight sum), in
-// 32 x 32 blocks, each read and written through the cache once. LibTorch's
-// own transposed copy took twice as long here (2 ms a step for a
-// 784 x 1024 weight), a data-parallel step's largest fixed cost.
-void copy_transposed(double* dst, const double* src, int64_t rows, int64_t cols) {
-  constexpr int64_t kBlock = 32;
-  for (int64_t i0 = 0; i0 < rows; i0 += kBlock) {
-    const int64_t i1 = std::min(rows, i0 + kBlock);
-    for (int64_t j0 = 0; j0 < cols; j0 += kBlock) {
-      const int64_t j1 = std::min(cols, j0 + kBlock);
-      for (int64_t i = i0; i < i1; ++i) {
-        for (int64_t j = j0; j < j1; ++j) dst[i * cols + j] = src[j * rows + i];
-      }
-    }
-  }
-}
-}  // namespace
-
 torch::Tensor flat_gradient(const SpikingNetwork& net) {
   const std::vector<Linear> layers = net.linear_layers();
   const std::vector<torch::Tensor> params = net.parameters();
@@ -65,9 +44,11 @@ torch::Tensor flat_gradient(const SpikingNetwork& net) {
     }
     torch::Tensor place = flat.narrow(0, at, p.numel()).view(p.sizes());
     at += p.numel();
-    if (part.defined() && part.dim() == 2 && part.scalar_type() == torch::kDouble && part.stride(0) == 1 &&
-        part.stride(1) == part.size(0)) {
-      copy_transposed(place.data_ptr<double>(), part.data_ptr<double>(), part.size(0), part.size(1));
+    if (part.defined() && part.dim() == 2 && part.scalar_type() == torch::kDouble && part.t().is_contiguous()) {
+      // A carried weight sum, the transpose of a contiguous [in, out]: the
+      // layers' own transposing pass (LibTorch's transposed copy took
+      // twice as long, 2 ms a step for a 784 x 1024 weight here).
+      functional::round_transposed(part.t(), place);
     } else if (part.defined()) {
       place.copy_(part);
     } else if (p.grad().defined()) {

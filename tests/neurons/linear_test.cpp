@@ -143,12 +143,15 @@ TEST(Linear, SumsOnlyModeCarriesTheSameSumsWithoutWritingGrad) {
   torch::manual_seed(5);
   const torch::Tensor x = (torch::rand({3, 4, 20}) < 0.3).to(torch::kFloat);
   const torch::Tensor gy = torch::randn({3, 4, 9});
-  Linear plain(LinearOptions(20, 9).carry_grad_sums(true)), only(LinearOptions(20, 9).carry_grad_sums(true));
-  {
+  Linear plain(LinearOptions(20, 9).carry_grad_sums(true));
+  const auto same_as_plain = [&] {
+    Linear l(LinearOptions(20, 9).carry_grad_sums(true));
     torch::NoGradGuard no_grad;
-    only->weight.copy_(plain->weight);
-    only->bias.copy_(plain->bias);
-  }
+    l->weight.copy_(plain->weight);
+    l->bias.copy_(plain->bias);
+    return l;
+  };
+  Linear only = same_as_plain();
   only->keep_grad_sums_only(true);
   EXPECT_FALSE(only->carried_grad_sum(only->weight).defined());
   for (int call = 0; call < 2; ++call) {  // two calls into the same sums
@@ -175,14 +178,7 @@ TEST(Linear, SumsOnlyModeCarriesTheSameSumsWithoutWritingGrad) {
   EXPECT_TRUE(torch::equal(only->weight.grad(), plain->weight.grad()));
   // A layer switched on with a gradient in .grad() and back off: the sums
   // restart from that gradient, not from the sums kept in between.
-  Linear mixed(LinearOptions(20, 9).carry_grad_sums(true)), twice(LinearOptions(20, 9).carry_grad_sums(true));
-  {
-    torch::NoGradGuard no_grad;
-    for (Linear* l : {&mixed, &twice}) {
-      (*l)->weight.copy_(plain->weight);
-      (*l)->bias.copy_(plain->bias);
-    }
-  }
+  Linear mixed = same_as_plain(), twice = same_as_plain();
   (mixed->forward(x) * gy).sum().backward();
   (twice->forward(x) * gy).sum().backward();
   mixed->keep_grad_sums_only(true);

@@ -192,6 +192,14 @@ double crossover_for(double crossover, int64_t out);
 /// kAuto's formula for an input of this density: event-driven below
 /// crossover_for(crossover, out).
 LinearPath choose_path(double density, double crossover, int64_t out);
+
+/// g[o, i] = sum_t[i, o] rounded to g's dtype: a carried weight sum
+/// (contiguous double [in, out]) into a gradient or any other buffer shaped
+/// like the weight (contiguous [out, in], float or double; double is a
+/// plain transposed copy), in one pass of register transposes per CPU
+/// build, split over threads by inputs. Writes through g's pointer without
+/// bumping its version.
+void round_transposed(const torch::Tensor& sum_t, torch::Tensor& g);
 }  // namespace functional
 
 /// Batch-invariant fully connected layer (see the file comment); initialised
