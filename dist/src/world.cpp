@@ -494,22 +494,32 @@ torch::Tensor World::sum_in_rank_order(const torch::Tensor& t) {
 }
 
 torch::Tensor World::exchange_parts(const torch::Tensor& t, const std::vector<int64_t>& split) {
-  State& s = *s_;
-  const int64_t W = s.o.world_size;
+  const int64_t W = s_->o.world_size;
   TORCH_CHECK(t.dim() == 1 && static_cast<int64_t>(split.size()) == W, "exchange_parts: expected a 1-D tensor and ",
               W, " parts, got ", t.dim(), " dims and ", split.size(), " parts");
-  int64_t total = 0;
-  for (const int64_t n : split) total += n;
-  TORCH_CHECK(total == t.numel(), "exchange_parts: the parts add up to ", total, " elements, the tensor has ",
-              t.numel());
+  const int64_t mine = split[static_cast<size_t>(s_->o.rank)];
+  return exchange(t, split, std::vector<int64_t>(static_cast<size_t>(W), mine)).reshape({W, mine});
+}
+
+torch::Tensor World::exchange(const torch::Tensor& t, const std::vector<int64_t>& send,
+                              const std::vector<int64_t>& recv) {
+  State& s = *s_;
+  const int64_t W = s.o.world_size;
+  TORCH_CHECK(t.dim() == 1 && static_cast<int64_t>(send.size()) == W && static_cast<int64_t>(recv.size()) == W,
+              "exchange: expected a 1-D tensor and ", W, " send and receive sizes, got ", t.dim(), " dims, ",
+              send.size(), " and ", recv.size(), " sizes");
+  int64_t sent = 0, received = 0;
+  for (const int64_t n : send) sent += n;
+  for (const int64_t n : recv) received += n;
+  TORCH_CHECK(sent == t.numel(), "exchange: the parts add up to ", sent, " elements, the tensor has ", t.numel());
   torch::Tensor in = t.contiguous().to(torch::kCPU);
-  const int64_t mine = split[static_cast<size_t>(s.o.rank)];
-  torch::Tensor out = torch::empty({W * mine}, in.options());
-  std::vector<int64_t> out_split(static_cast<size_t>(W), mine), in_split(split);
+  torch::Tensor out = torch::empty({received}, in.options());
+  std::vector<int64_t> out_split(recv), in_split(send);
+  const int64_t to_self = send[static_cast<size_t>(s.o.rank)];
   s.guarded(
       "an exchange", [&] { s.group->alltoall_base(out, in, out_split, in_split)->wait(); },
-      static_cast<int64_t>(in.nbytes()) - mine * static_cast<int64_t>(in.element_size()));
-  return out.reshape({W, mine});
+      (sent - to_self) * static_cast<int64_t>(in.element_size()));
+  return out;
 }
 
 torch::Tensor World::all_gather_parts(const torch::Tensor& part, const std::vector<int64_t>& split) {

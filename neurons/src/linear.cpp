@@ -560,6 +560,34 @@ std::pair<torch::Tensor, torch::Tensor> parameter_grads(const AddWeightGrad& add
 
 namespace {
 
+// Data parallel (GradRowsExchange): the whole batch's rows from every rank,
+// summed into this rank's columns in one process's order, the weight's and
+// the bias's in one pass as parameter_grads sums them. False where the
+// exchange declines this call (the usual sums then).
+bool add_exchanged_grads(LinearGradSums& sums, const torch::Tensor& x2, const torch::Tensor& gy, int64_t steps,
+                         int64_t in, bool need_w, bool need_b) {
+  const auto [xg, gyg] = sums.rows->gather(x2, gy, steps);
+  if (!xg.defined()) return false;
+  const int64_t n = gyg.size(1);
+  if (!sums.rows_current) {
+    const auto dbl = torch::TensorOptions().dtype(torch::kDouble);
+    if (sums.rows_weight_t.defined() && sums.rows_weight_t.size(0) == in && sums.rows_weight_t.size(1) == n) {
+      sums.rows_weight_t.zero_();
+      sums.rows_bias.zero_();
+    } else {
+      sums.rows_weight_t = torch::zeros({in, n}, dbl);
+      sums.rows_bias = torch::zeros({n}, dbl);
+    }
+    sums.rows_current = true;
+  }
+  if (n == 0 || xg.size(0) == 0) return true;
+  const torch::Tensor gd = pack_grad(gyg, steps);
+  const bool fused = need_w && need_b && in > 0;
+  if (need_w) add_weight_grad(xg, gd, sums.rows_weight_t, fused ? sums.rows_bias.data_ptr<double>() : nullptr, steps);
+  if (need_b && !fused) add_bias_grad(gd, sums.rows_bias);
+  return true;
+}
+
 struct LinearFunction : torch::autograd::Function<LinearFunction> {
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& x2,
                                const torch::Tensor& weight, const torch::Tensor& bias, int64_t steps,
@@ -595,9 +623,13 @@ struct LinearFunction : torch::autograd::Function<LinearFunction> {
     }
     if (!need_w && !need_b) return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
     const int64_t steps = ctx->saved_data["steps"].toInt();
+    const SavedGradSums saved_sums = saved_grad_sums(ctx, has_bias);
+    if (saved_sums.sums && saved_sums.sums->sums_only && saved_sums.sums->rows &&
+        add_exchanged_grads(*saved_sums.sums, x2, gy, steps, weight.size(1), need_w, need_b)) {
+      return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    }
     const torch::Tensor gd = pack_grad(gy, steps);  // once, for both sums
-    std::tie(gw, gb) =
-        parameter_grads(rows_weight_grad(x2, gd, steps), gd, weight, need_w, need_b, saved_grad_sums(ctx, has_bias));
+    std::tie(gw, gb) = parameter_grads(rows_weight_grad(x2, gd, steps), gd, weight, need_w, need_b, saved_sums);
     return {gx, gw, gb, torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
@@ -894,6 +926,20 @@ void LinearImpl::keep_grad_sums_only(bool on) {
 void LinearImpl::restart_grad_sums() {
   if (!grad_sums_) return;
   grad_sums_->restart_weight = grad_sums_->restart_bias = true;
+  grad_sums_->rows_current = false;
+}
+
+void LinearImpl::exchange_grad_rows(std::shared_ptr<GradRowsExchange> rows) {
+  if (!grad_sums_ || (rows && !grad_sums_->sums_only)) {
+    throw Error("exchange_grad_rows: this snn::Linear keeps no gradient sums only (keep_grad_sums_only)");
+  }
+  grad_sums_->rows = std::move(rows);
+  grad_sums_->rows_current = false;
+}
+
+std::pair<torch::Tensor, torch::Tensor> LinearImpl::exchanged_grad_sums() const {
+  if (!grad_sums_ || !grad_sums_->rows_current) return {};
+  return {grad_sums_->rows_weight_t, bias.defined() ? grad_sums_->rows_bias : torch::Tensor()};
 }
 
 void LinearImpl::pretty_print(std::ostream& os) const {

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <array>
+#include <cstring>
+#include <numeric>
+
 #include "snn/core/error.h"
 #include "snn/neurons/linear.h"
 #include "snn/simulator/fused_adam.h"
@@ -27,24 +31,34 @@ SampleRange batch_share(int64_t size, int64_t rank, int64_t world_size) {
   return r;
 }
 
-torch::Tensor flat_gradient(const SpikingNetwork& net) {
+namespace {
+// flat_gradient() of the parameters with include[i] (all where empty),
+// concatenated in parameters() order; overrides[i], where given and
+// defined, stands for parameter i's gradient.
+torch::Tensor flat_gradient_of(const SpikingNetwork& net, const std::vector<char>& include,
+                               const std::vector<torch::Tensor>& overrides = {}) {
   const std::vector<Linear> layers = net.linear_layers();
   const std::vector<torch::Tensor> params = net.parameters();
+  const auto included = [&](size_t i) { return include.empty() || include[i] != 0; };
   int64_t total = 0;
-  for (const auto& p : params) total += p.numel();
+  for (size_t i = 0; i < params.size(); ++i) total += included(i) ? params[i].numel() : 0;
   // Each part copied once, straight into its place: a carried weight sum is
   // a transposed view, and reshaping it first, then concatenating, copied
   // every gradient twice (a data-parallel step's largest copies).
   torch::Tensor flat = torch::empty({total}, torch::kDouble);
   int64_t at = 0;
-  for (const auto& p : params) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!included(i)) continue;
+    const torch::Tensor& p = params[i];
     torch::Tensor part;
     for (const auto& fc : layers) {
       if (p.is_same(fc->weight) || (fc->bias.defined() && p.is_same(fc->bias))) part = fc->carried_grad_sum(p);
     }
     torch::Tensor place = flat.narrow(0, at, p.numel()).view(p.sizes());
     at += p.numel();
-    if (part.defined() && part.dim() == 2 && part.scalar_type() == torch::kDouble && part.t().is_contiguous()) {
+    if (i < overrides.size() && overrides[i].defined()) {
+      place.copy_(overrides[i]);
+    } else if (part.defined() && part.dim() == 2 && part.scalar_type() == torch::kDouble && part.t().is_contiguous()) {
       // A carried weight sum, the transpose of a contiguous [in, out]: the
       // layers' own transposing pass (LibTorch's transposed copy took
       // twice as long, 2 ms a step for a 784 x 1024 weight here).
@@ -59,6 +73,9 @@ torch::Tensor flat_gradient(const SpikingNetwork& net) {
   }
   return flat;
 }
+}  // namespace
+
+torch::Tensor flat_gradient(const SpikingNetwork& net) { return flat_gradient_of(net, {}); }
 
 void reduce_gradients(dist::World& world, const SpikingNetwork& net) {
   const torch::Tensor sum = world.sum_in_rank_order(flat_gradient(net));
@@ -83,6 +100,184 @@ torch::Tensor flat_of(const std::vector<torch::Tensor>& tensors) {
   return torch::cat(flat);
 }
 }  // namespace
+
+namespace {
+
+// Rows of 0/1 bytes [rows, in] packed 8 to a byte (element k of a group of
+// 8 at bit k; a row's last byte partly used): one multiply gathers a
+// group's 8 bytes, each 0 or 1, into its 8 bits (every product term lands
+// on its own bit, so no carries).
+void pack_bits(const uint8_t* x, int64_t rows, int64_t in, uint8_t* out) {
+  const int64_t stride = (in + 7) / 8, whole = in / 8;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* xr = x + r * in;
+    uint8_t* o = out + r * stride;
+    for (int64_t g = 0; g < whole; ++g) {
+      uint64_t v;
+      std::memcpy(&v, xr + 8 * g, 8);
+      o[g] = static_cast<uint8_t>((v * 0x0102040810204080ULL) >> 56);
+    }
+    if (whole < stride) {
+      uint8_t b = 0;
+      for (int64_t k = 0; 8 * whole + k < in; ++k) b = static_cast<uint8_t>(b | ((xr[8 * whole + k] != 0) << k));
+      o[whole] = b;
+    }
+  }
+}
+
+// pack_bits' way back.
+void unpack_bits(const uint8_t* bits, int64_t rows, int64_t in, uint8_t* x) {
+  static const std::array<uint64_t, 256> kBytes = [] {
+    std::array<uint64_t, 256> t{};
+    for (unsigned b = 0; b < 256; ++b) {
+      for (unsigned k = 0; k < 8; ++k) t[b] |= static_cast<uint64_t>((b >> k) & 1u) << (8 * k);
+    }
+    return t;
+  }();
+  const int64_t stride = (in + 7) / 8, whole = in / 8;
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint8_t* br = bits + r * stride;
+    uint8_t* xr = x + r * in;
+    for (int64_t g = 0; g < whole; ++g) std::memcpy(xr + 8 * g, &kBytes[br[g]], 8);
+    for (int64_t k = 0; 8 * whole + k < in; ++k) xr[8 * whole + k] = static_cast<uint8_t>((br[whole] >> k) & 1);
+  }
+}
+
+}  // namespace
+
+// One Linear layer's side of ShardedAdam's row exchange (GradRowsExchange):
+// every rank sends its input rows (packed bits where every rank's are
+// spikes) to every other rank, and to rank r its output gradient's columns
+// r; per step, at its first backward call, the ranks agree to exchange
+// rows only where they move fewer bytes than the gradient sums would.
+class RowsOverRanks : public GradRowsExchange {
+ public:
+  RowsOverRanks(dist::World& world, std::vector<std::pair<int64_t, int64_t>> columns, int64_t in, int64_t out,
+                std::shared_ptr<const bool> enabled)
+      : world_(world), columns_(std::move(columns)), in_(in), out_(out), enabled_(std::move(enabled)) {}
+
+  std::pair<int64_t, int64_t> columns() const override { return columns_[static_cast<size_t>(world_.rank())]; }
+
+  /// The next step decides anew.
+  void restart() { mode_ = Mode::kUndecided; }
+
+  std::pair<torch::Tensor, torch::Tensor> gather(const torch::Tensor& x2, const torch::Tensor& gy_in,
+                                                 int64_t steps) override {
+    if (!*enabled_ || mode_ == Mode::kSums) return {};
+    const int64_t W = world_.size(), me = world_.rank(), rows = x2.size(0);
+    const torch::Tensor gy = gy_in.contiguous();
+    bool binary = x2.scalar_type() == torch::kBool;
+    if (!binary && x2.is_floating_point()) binary = x2.eq(0).logical_or_(x2.eq(1)).all().item<bool>();
+    // Every rank's rows and whether they are spikes (a small gather), with
+    // what must agree.
+    constexpr int64_t kMeta = 7;
+    const torch::Tensor meta =
+        torch::tensor({rows, steps, static_cast<int64_t>(binary), static_cast<int64_t>(x2.scalar_type()),
+                       static_cast<int64_t>(gy.scalar_type()), x2.size(1), gy.size(1)},
+                      torch::kLong);
+    const torch::Tensor metas =
+        world_.all_gather_parts(meta, std::vector<int64_t>(static_cast<size_t>(W), kMeta)).view({W, kMeta});
+    const auto m = metas.accessor<int64_t, 2>();
+    std::vector<int64_t> rows_of(static_cast<size_t>(W));
+    bool all_binary = true;
+    int64_t total = 0;
+    for (int64_t r = 0; r < W; ++r) {
+      for (int64_t k = 1; k < kMeta; ++k) {
+        if (k != 2 && m[r][k] != m[0][k]) {
+          throw InternalError(fmt::format("the gradient row exchange: rank {} sent rows unlike rank 0's (entry {}: {} "
+                                          "against {})",
+                                          r, k, m[r][k], m[0][k]));
+        }
+      }
+      if (m[r][0] % steps != 0) {
+        throw InternalError(fmt::format("the gradient row exchange: rank {}'s {} rows are not {} steps", r, m[r][0],
+                                        steps));
+      }
+      rows_of[static_cast<size_t>(r)] = m[r][0];
+      all_binary = all_binary && m[r][2] != 0;
+      total += m[r][0];
+    }
+    const int64_t gsize = gy.element_size();
+    if (mode_ == Mode::kUndecided) {
+      // Bytes a rank receives, summed over the ranks and divided by W - 1:
+      // every rank's rows once, its gradient columns once; against every
+      // weight's and bias's double sum once.
+      const double x_bytes = all_binary ? 1.0 / 8 : static_cast<double>(x2.element_size());
+      const double rows_bytes = static_cast<double>(total) * (static_cast<double>(in_) * x_bytes +
+                                                             static_cast<double>(out_ * gsize) / static_cast<double>(W));
+      const double sums_bytes = 8.0 * static_cast<double>((in_ + 1) * out_);
+      mode_ = rows_bytes <= sums_bytes ? Mode::kRows : Mode::kSums;
+      if (mode_ == Mode::kSums) return {};
+    }
+    // This rank's rows as sent: packed bits, or the values' bytes.
+    const torch::Tensor x = all_binary ? (x2.scalar_type() == torch::kBool ? x2 : x2.ne(0)).contiguous()
+                                       : x2.contiguous();
+    const int64_t xrow = all_binary ? (in_ + 7) / 8 : in_ * x.element_size();
+    torch::Tensor xbytes;
+    if (all_binary) {
+      xbytes = torch::empty({rows * xrow}, torch::kUInt8);
+      pack_bits(static_cast<const uint8_t*>(x.data_ptr()), rows, in_, xbytes.data_ptr<uint8_t>());
+    } else {
+      xbytes = x.reshape({-1}).view(torch::kUInt8);
+    }
+    const auto [c0, c1] = columns();
+    const int64_t n = c1 - c0;
+    std::vector<int64_t> send(static_cast<size_t>(W), 0), recv(static_cast<size_t>(W), 0);
+    for (int64_t r = 0; r < W; ++r) {
+      if (r == me) continue;
+      const auto [d0, d1] = columns_[static_cast<size_t>(r)];
+      send[static_cast<size_t>(r)] = rows * xrow + rows * (d1 - d0) * gsize;
+      recv[static_cast<size_t>(r)] = rows_of[static_cast<size_t>(r)] * (xrow + n * gsize);
+    }
+    torch::Tensor buffer = torch::empty({std::accumulate(send.begin(), send.end(), int64_t(0))}, torch::kUInt8);
+    int64_t at = 0;
+    for (int64_t r = 0; r < W; ++r) {
+      if (r == me) continue;
+      const auto [d0, d1] = columns_[static_cast<size_t>(r)];
+      buffer.narrow(0, at, rows * xrow).copy_(xbytes);
+      at += rows * xrow;
+      const torch::Tensor cols = gy.narrow(1, d0, d1 - d0).contiguous();
+      std::memcpy(buffer.data_ptr<uint8_t>() + at, cols.data_ptr(), static_cast<size_t>(rows * (d1 - d0) * gsize));
+      at += rows * (d1 - d0) * gsize;
+    }
+    const torch::Tensor received = world_.exchange(buffer, send, recv);
+    // The whole batch, each step's samples in rank order.
+    const int64_t per_step = total / steps;
+    torch::Tensor xg = torch::empty({total, in_}, all_binary ? torch::kBool : x.scalar_type());
+    torch::Tensor gyg = torch::empty({total, n}, gy.scalar_type());
+    const torch::Tensor xg3 = xg.view({steps, per_step, in_}), gy3 = gyg.view({steps, per_step, n});
+    const uint8_t* src = received.data_ptr<uint8_t>();
+    int64_t offset = 0;
+    for (int64_t r = 0; r < W; ++r) {
+      const int64_t rr = rows_of[static_cast<size_t>(r)], pr = rr / steps;
+      torch::Tensor xr = x, gr = gy.narrow(1, c0, n);
+      if (r != me) {
+        xr = torch::empty({rr, in_}, xg.scalar_type());
+        if (all_binary) {
+          unpack_bits(src, rr, in_, static_cast<uint8_t*>(xr.data_ptr()));
+        } else {
+          std::memcpy(xr.data_ptr(), src, static_cast<size_t>(rr * xrow));
+        }
+        src += rr * xrow;
+        gr = torch::empty({rr, n}, gy.scalar_type());
+        std::memcpy(gr.data_ptr(), src, static_cast<size_t>(rr * n * gsize));
+        src += rr * n * gsize;
+      }
+      xg3.narrow(1, offset, pr).copy_(xr.view({steps, pr, in_}));
+      gy3.narrow(1, offset, pr).copy_(gr.reshape({steps, pr, n}));
+      offset += pr;
+    }
+    return {xg, gyg};
+  }
+
+ private:
+  enum class Mode { kUndecided, kRows, kSums };
+  dist::World& world_;
+  std::vector<std::pair<int64_t, int64_t>> columns_;  // every rank's
+  int64_t in_, out_;
+  std::shared_ptr<const bool> enabled_;
+  Mode mode_ = Mode::kUndecided;
+};
 
 bool ShardedAdam::can_shard(const SpikingNetwork& net) {
   const auto params = net.parameters();
@@ -109,6 +304,9 @@ ShardedAdam::ShardedAdam(dist::World& world, const SpikingNetwork& net, const to
   for (Linear fc : net.linear_layers()) {
     if (fc->grad_sums()) fc->keep_grad_sums_only(true);
   }
+  offsets_.push_back(0);
+  for (const auto& p : params_) offsets_.push_back(offsets_.back() + p.numel());
+  add_row_exchanges();
   const int64_t mine = split_[static_cast<size_t>(world.rank())];
   shard_ = flat_of(params_).narrow(0, begin_, mine).clone().requires_grad_(true);
   adam_ = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{shard_}, options);
@@ -129,8 +327,49 @@ ShardedAdam::ShardedAdam(dist::World& world, const SpikingNetwork& net, const to
   }
 }
 
+void ShardedAdam::add_row_exchanges() {
+  const int64_t W = world_.size();
+  const auto index_of = [&](const torch::Tensor& t) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (t.defined() && params_[i].is_same(t)) return i;
+    }
+    return params_.size();
+  };
+  for (Linear fc : net_.linear_layers()) {
+    const int64_t out = fc->weight.size(0), in = fc->weight.size(1);
+    const size_t w = index_of(fc->weight), b = index_of(fc->bias);
+    if (!fc->grad_sums() || !fc->weight.is_cpu() || in == 0 || w == params_.size()) continue;
+    if (fc->bias.defined() && b == params_.size()) continue;
+    // Rank r's weight rows: those its slice of the flat parameters touches.
+    std::vector<std::pair<int64_t, int64_t>> columns;
+    for (int64_t r = 0; r < W; ++r) {
+      const int64_t s0 = batch_share(offsets_.back(), r, W).begin, s1 = batch_share(offsets_.back(), r, W).end;
+      const int64_t lo = std::max(s0, offsets_[w]) - offsets_[w], hi = std::min(s1, offsets_[w + 1]) - offsets_[w];
+      columns.emplace_back(lo < hi ? std::make_pair(lo / in, (hi + in - 1) / in) : std::make_pair<int64_t, int64_t>(0, 0));
+    }
+    RowsLayer layer;
+    layer.fc = fc;
+    layer.weight = w;
+    layer.bias = b;
+    // The bias sums of a row that two ranks' columns share come from the lower rank.
+    const auto mine = columns[static_cast<size_t>(world_.rank())];
+    layer.owned = mine;
+    for (int64_t r = 0; r < world_.rank(); ++r) {
+      const auto theirs = columns[static_cast<size_t>(r)];
+      if (theirs.second > theirs.first) layer.owned.first = std::max(layer.owned.first, theirs.second);
+    }
+    layer.owned.second = std::max(layer.owned.first, layer.owned.second);
+    layer.exchange = std::make_shared<RowsOverRanks>(world_, std::move(columns), in, out, rows_enabled_);
+    fc->exchange_grad_rows(layer.exchange);
+    rows_layers_.push_back(std::move(layer));
+  }
+}
+
+void ShardedAdam::begin_batch(bool every_rank_has_samples) { *rows_enabled_ = every_rank_has_samples; }
+
 ShardedAdam::~ShardedAdam() {
   try {
+    for (auto& layer : rows_layers_) layer.fc->exchange_grad_rows(nullptr);
     for (Linear fc : net_.linear_layers()) {
       if (fc->grad_sums()) fc->keep_grad_sums_only(false);
     }
@@ -145,22 +384,73 @@ void ShardedAdam::set_lr(double lr) {
 }
 
 void ShardedAdam::step() {
+  const int64_t W = world_.size(), mine = split_[static_cast<size_t>(world_.rank())];
+  // Layers whose gradient came through the row exchange this step (alike
+  // on every rank): this rank holds the whole batch's sums of its weight
+  // rows already, so only the other parameters' sums are exchanged, and
+  // their biases as exact sums from the one rank that made each (the
+  // others give zeros, which add exactly).
+  std::vector<char> include(params_.size(), 1);
+  std::vector<torch::Tensor> overrides(params_.size());
+  std::vector<torch::Tensor> weight_sums(params_.size());  // [in, columns] double
+  std::vector<int64_t> first_column(params_.size(), 0);
+  for (const auto& layer : rows_layers_) {
+    const auto [sw, sb] = layer.fc->exchanged_grad_sums();
+    if (!sw.defined()) continue;
+    include[layer.weight] = 0;
+    weight_sums[layer.weight] = sw;
+    first_column[layer.weight] = layer.exchange->columns().first;
+    if (sb.defined()) {
+      torch::Tensor b = torch::zeros({params_[layer.bias].numel()}, torch::kDouble);
+      const int64_t c0 = layer.exchange->columns().first;
+      const int64_t n = layer.owned.second - layer.owned.first;
+      if (n > 0) b.narrow(0, layer.owned.first, n).copy_(sb.narrow(0, layer.owned.first - c0, n));
+      overrides[layer.bias] = b;
+    }
+  }
+  // What of each rank's slice the exchange carries: the included parameters' part.
+  std::vector<int64_t> split_other(static_cast<size_t>(W), 0);
+  for (int64_t r = 0, s0 = 0; r < W; s0 += split_[static_cast<size_t>(r)], ++r) {
+    const int64_t s1 = s0 + split_[static_cast<size_t>(r)];
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (include[i]) split_other[static_cast<size_t>(r)] += std::max<int64_t>(0, std::min(s1, offsets_[i + 1]) - std::max(s0, offsets_[i]));
+    }
+  }
   // Rank r's slice of every rank's gradient, added in rank order.
-  const torch::Tensor parts = world_.exchange_parts(flat_gradient(net_), split_);
+  const torch::Tensor parts = world_.exchange_parts(flat_gradient_of(net_, include, overrides), split_other);
   // The next backward call starts the sums afresh (zero_grad's part).
   for (Linear fc : net_.linear_layers()) fc->restart_grad_sums();
-  torch::Tensor sum = parts[0].clone();
-  for (int64_t r = 1; r < parts.size(0); ++r) sum.add_(parts[r]);
-  shard_.mutable_grad() = sum.to(shard_.scalar_type());
+  for (auto& layer : rows_layers_) layer.exchange->restart();
+  torch::Tensor other = parts[0].clone();
+  for (int64_t r = 1; r < parts.size(0); ++r) other.add_(parts[r]);
+  // This rank's slice, parameter by parameter, rounded once.
+  torch::Tensor grad = torch::empty({mine}, shard_.options().requires_grad(false));
+  int64_t taken = 0;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t lo = std::max(begin_, offsets_[i]), hi = std::min(begin_ + mine, offsets_[i + 1]);
+    if (lo >= hi) continue;
+    torch::Tensor place = grad.narrow(0, lo - begin_, hi - lo);
+    if (include[i]) {
+      place.copy_(other.narrow(0, taken, hi - lo));
+      taken += hi - lo;
+      continue;
+    }
+    // A weight's rows [o0, o1) from its transposed sums (columns from c0).
+    const torch::Tensor& sw = weight_sums[i];
+    const int64_t in = sw.size(0), c0 = first_column[i];
+    const int64_t o0 = (lo - offsets_[i]) / in, o1 = (hi - offsets_[i] + in - 1) / in;
+    torch::Tensor rows = torch::empty({o1 - o0, in}, grad.options());
+    const torch::Tensor part = (o0 == c0 && o1 - o0 == sw.size(1)) ? sw : sw.narrow(1, o0 - c0, o1 - o0).contiguous();
+    functional::round_transposed(part, rows);
+    place.copy_(rows.reshape({-1}).narrow(0, lo - offsets_[i] - o0 * in, hi - lo));
+  }
+  shard_.mutable_grad() = grad;
   fused_adam_step(*adam_);
   // Every rank's updated slice, into every rank's parameters.
   const torch::Tensor all = world_.all_gather_parts(shard_.detach(), split_);
   torch::NoGradGuard no_grad;
-  int64_t at = 0;
-  for (auto& p : params_) {
-    const int64_t n = p.numel();
-    p.copy_(all.narrow(0, at, n).reshape(p.sizes()));
-    at += n;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    params_[i].copy_(all.narrow(0, offsets_[i], params_[i].numel()).reshape(params_[i].sizes()));
   }
 }
 

@@ -257,6 +257,7 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
       counts = world_->all_gather_rows(mine.detach()).requires_grad_(true);
       loss = loss_of(options_.loss, counts, y, T, classes);
       loss.backward();
+      if (sharded_) sharded_->begin_batch(b >= world_->size());
       if (idx.size(0) > 0) mine.backward(counts.grad().narrow(0, share.begin, idx.size(0)));
     }
     if (sharded_) {

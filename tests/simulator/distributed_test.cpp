@@ -104,5 +104,86 @@ TEST(ShardedAdam, TakesTheStepsOfReduceGradientsAndAdamBitForBit) {
   }
 }
 
+// The row exchange (ShardedAdam with begin_batch(true)): each rank sums
+// the whole batch's gradient for its own weight rows, the rows in one
+// process's order, so the weights after a step are one process's bit for
+// bit, where adding the ranks' partial double sums (the exchange of sums)
+// associates differently. Layer 0 reads bool spikes (sent as bits), layer 1
+// reals of every magnitude, so that the association shows.
+TEST(ShardedAdam, ExchangedRowsGiveOneProcesssStepBitForBit) {
+  constexpr int64_t kSteps = 3, kBatch = 7;
+  NetworkConfig c;
+  c.layers = {37, 40, 21};  // slices cut weight rows, and a bias between ranks
+  c.seed = 5;
+  const SpikingNetwork shape(c);
+  const auto fcs = shape.linear_layers();
+  // The whole batch's inputs and output gradients, [steps, batch, features].
+  torch::manual_seed(3);
+  const torch::Tensor x0 = torch::rand({kSteps, kBatch, 37}).lt(0.3);
+  const torch::Tensor x1 = (torch::randn({kSteps, kBatch, 40}) * torch::exp2(torch::randint(-20, 20, {kSteps, kBatch, 40})))
+                               .masked_fill_(torch::rand({kSteps, kBatch, 40}).lt(0.2), 0.0);
+  // Two optimizer steps with different output gradients: Adam's first step
+  // moves every weight by the learning rate times the gradient's sign alone.
+  std::vector<torch::Tensor> g0, g1;
+  for (int step = 0; step < 2; ++step) {
+    g0.push_back(torch::randn({kSteps, kBatch, 40}) * torch::exp2(torch::randint(-20, 20, {kSteps, kBatch, 40})));
+    g1.push_back(torch::randn({kSteps, kBatch, 21}) * torch::exp2(torch::randint(-20, 20, {kSteps, kBatch, 21})));
+  }
+  // A large term and its negation in the first and last sample of step 0
+  // (added last in BPTT order): what each sum loses to them depends on
+  // which terms it holds when they arrive, so the ranks' partial sums
+  // added give other bits than one process's sum.
+  x1[0][0].mul_(std::pow(2.0, 50));
+  x1[0][kBatch - 1].copy_(-x1[0][0]);
+  for (auto& g : g1) g[0][kBatch - 1].copy_(g[0][0]);
+  // Forward and backward of both layers on samples [b0, b1) of the batch.
+  const auto backward = [&](const SpikingNetwork& net, int64_t b0, int64_t b1, int step) {
+    auto layers = net.linear_layers();
+    const torch::Tensor y0 = layers[0]->forward(x0.narrow(1, b0, b1 - b0));
+    const torch::Tensor y1 = layers[1]->forward(x1.narrow(1, b0, b1 - b0));
+    ((y0 * g0[step].narrow(1, b0, b1 - b0)).sum() + (y1 * g1[step].narrow(1, b0, b1 - b0)).sum()).backward();
+  };
+  const auto options = torch::optim::AdamOptions(0.01);
+  SpikingNetwork whole(c);
+  torch::optim::Adam adam(whole.parameters(), options);
+  for (int step = 0; step < 2; ++step) {
+    adam.zero_grad();
+    backward(whole, 0, kBatch, step);
+    fused_adam_step(adam);
+  }
+  for (int64_t ranks : {2, 3}) {
+    for (bool rows : {true, false}) {
+      std::vector<std::unique_ptr<SpikingNetwork>> nets;
+      for (int64_t r = 0; r < ranks; ++r) nets.push_back(std::make_unique<SpikingNetwork>(c));
+      const auto errors = test::run_ranks(ranks, [&](dist::World& w) {
+        const SpikingNetwork& net = *nets[static_cast<size_t>(w.rank())];
+        ShardedAdam sharded(w, net, options, {});
+        const SampleRange share = batch_share(kBatch, w.rank(), w.size());
+        for (int step = 0; step < 2; ++step) {
+          sharded.begin_batch(rows);
+          backward(net, share.begin, share.end, step);
+          sharded.step();
+        }
+      });
+      for (const auto& e : errors) EXPECT_EQ(e, "");
+      bool all_equal = true;
+      for (int64_t r = 0; r < ranks; ++r) {
+        const auto a = nets[static_cast<size_t>(r)]->parameters(), b = whole.parameters();
+        for (size_t k = 0; k < a.size(); ++k) {
+          const bool same = torch::equal(a[k], b[k]);
+          all_equal = all_equal && same;
+          if (rows) {
+            EXPECT_TRUE(same) << ranks << " ranks, rank " << r << ", parameter " << k << ": max difference "
+                              << (a[k] - b[k]).abs().max().item<double>();
+          }
+        }
+      }
+      // Without the rows, the ranks' sums added associate differently: the
+      // comparison above can fail.
+      if (!rows) EXPECT_FALSE(all_equal) << ranks << " ranks";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace snn

@@ -165,6 +165,14 @@ class World {
   /// additions the caller makes, in the order it chooses.) CPU.
   torch::Tensor exchange_parts(const torch::Tensor& t, const std::vector<int64_t>& split);
 
+  /// All to all with parts of any size: `t` (1-D) is cut into size()
+  /// consecutive parts of send[0], send[1], ... elements, part r going to
+  /// rank r; this rank receives recv[r] elements from rank r, returned
+  /// concatenated in rank order. The callers agree on the sizes (rank r's
+  /// send[q] is rank q's recv[r]); the dtype is the same on every rank.
+  /// CPU.
+  torch::Tensor exchange(const torch::Tensor& t, const std::vector<int64_t>& send, const std::vector<int64_t>& recv);
+
   /// exchange_parts' way back: rank r passes its part, split[r] elements
   /// (1-D; the same `split` and dtype on every rank); every rank gets all
   /// parts concatenated in rank order (split's total). Unlike

@@ -36,6 +36,8 @@
 #include <torch/types.h>
 
 #include <functional>
+#include <memory>
+#include <utility>
 #include <vector>
 
 namespace snn {
@@ -139,12 +141,45 @@ class KernelTrial {
 /// (LinearImpl::keep_grad_sums_only): then .grad is neither written nor
 /// read, and the sums restart from zero at the first backward call after
 /// LinearImpl::restart_grad_sums() (`restart`).
+struct LinearGradSums;
+
+/// Data-parallel training's other way to a layer's gradient (what
+/// snn::ShardedAdam gives a layer through LinearImpl::exchange_grad_rows).
+/// Exchanging gradient sums moves 8 bytes per weight per rank and adds the
+/// ranks' partial sums, which associates differently from one process's
+/// sum. Instead the ranks exchange the layer's input rows (spikes: a bit
+/// each) and output-gradient columns, and every rank sums the whole
+/// batch's gradient for its own outputs, rows in one process's order: the
+/// sums of one process, bit for bit, each computed once.
+class GradRowsExchange {
+ public:
+  virtual ~GradRowsExchange() = default;
+  /// In the layer's backward call on every rank, in the same order (a
+  /// collective): x2 [rows, in] and gy [rows, out] are this rank's rows,
+  /// `steps` steps of rows/steps samples each (step-major). Returns the
+  /// whole batch's x2 rows and gy's columns() as [steps * batch, in] and
+  /// [steps * batch, end - first] in one process's row order (each step's
+  /// samples in rank order), or undefined tensors where this call's
+  /// gradient goes the usual way (the layer then sums its own rows).
+  virtual std::pair<torch::Tensor, torch::Tensor> gather(const torch::Tensor& x2, const torch::Tensor& gy,
+                                                         int64_t steps) = 0;
+  /// This rank's outputs [first, end): the columns whose sums it keeps.
+  virtual std::pair<int64_t, int64_t> columns() const = 0;
+};
+
 struct LinearGradSums : torch::CustomClassHolder {
   torch::Tensor weight_t, bias;
   torch::Tensor written_weight, written_bias;
   uint32_t written_weight_version = 0, written_bias_version = 0;
   bool sums_only = false;
   bool restart_weight = true, restart_bias = true;
+  /// With `rows` (sums-only mode only): the whole batch's sums for
+  /// rows->columns(), [in, end - first] and [end - first] double, summed
+  /// from the exchanged rows; `rows_current` while they hold this step's
+  /// (restart_grad_sums clears it).
+  std::shared_ptr<GradRowsExchange> rows;
+  torch::Tensor rows_weight_t, rows_bias;
+  bool rows_current = false;
 };
 
 /// A layer's weights as the kernels read them: on the CPU [tiles, in, 16]
@@ -247,6 +282,15 @@ class LinearImpl : public torch::nn::Cloneable<LinearImpl> {
   /// In keep_grad_sums_only mode: the next backward call starts the sums
   /// from zero (what zero_grad() does to .grad() otherwise).
   void restart_grad_sums();
+  /// In keep_grad_sums_only mode: backward calls on the CPU pass their rows
+  /// through `rows` (GradRowsExchange; null: no more). Throws snn::Error
+  /// without carried sums or outside sums-only mode.
+  void exchange_grad_rows(std::shared_ptr<GradRowsExchange> rows);
+  /// The whole batch's double sums for the exchange's columns() since the
+  /// last restart_grad_sums(), where this step's gradient went through it:
+  /// the weight's transposed ([in, end - first]) and the bias's (undefined
+  /// without a bias); else both undefined.
+  std::pair<torch::Tensor, torch::Tensor> exchanged_grad_sums() const;
   /// The layer's carried gradient sums (carry_grad_sums), or null: for
   /// functions that compute the layer's product another way but sum its
   /// gradients as it does (functional::conv2d_train).

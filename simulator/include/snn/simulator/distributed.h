@@ -7,12 +7,15 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "snn/dist/world.h"
 #include "snn/simulator/training.h"
 
 namespace snn {
+
+class RowsOverRanks;
 
 /// Rank `rank`'s share of `samples` samples over `world_size` ranks:
 /// [rank * samples / W, (rank + 1) * samples / W), so that shares differ by
@@ -45,7 +48,13 @@ torch::Tensor flat_gradient(const SpikingNetwork& net);
 /// in parameters() order, are cut into the ranks' consecutive slices; after
 /// every rank's backward, step() gives rank r the r-th slice of every rank's
 /// flat_gradient() (one all-to-all), adds them in rank order and rounds
-/// once (reduce_gradients()' arithmetic, element for element), takes Adam's
+/// once (reduce_gradients()' arithmetic, element for element), except
+/// where a CPU snn::Linear's backward exchanged its rows this step
+/// (GradRowsExchange, after begin_batch(true)): rank r then already holds
+/// the whole batch's sums of the weight rows its slice touches, one
+/// process's bit for bit, and only their bias sums go into the all-to-all
+/// (from the lowest rank holding each row; zeros from the others, which
+/// add exactly). Then it takes Adam's
 /// step on that slice alone (fused_adam_step: element-wise, so a slice's
 /// elements come out as in the whole), and gathers the updated slices into
 /// every rank's parameters. So each rank does 1/N of the optimizer's work
@@ -66,6 +75,10 @@ class ShardedAdam {
   ShardedAdam& operator=(const ShardedAdam&) = delete;
   static bool can_shard(const SpikingNetwork& net);
   void set_lr(double lr);
+  /// Before a batch's backward pass: whether every rank has samples in it
+  /// (only then do the layers' backward calls exchange rows, a collective
+  /// that a rank without samples would not join).
+  void begin_batch(bool every_rank_has_samples);
   /// One optimizer step on every rank (a collective; see the class comment).
   void step();
   /// Every rank's slices of the moments, gathered per parameter on every
@@ -73,9 +86,21 @@ class ShardedAdam {
   std::vector<AdamMoments> gather_state();
 
  private:
+  // A CPU snn::Linear whose backward exchanges rows (RowsOverRanks).
+  struct RowsLayer {
+    Linear fc{nullptr};
+    size_t weight = 0, bias = 0;           // indices in params_ (bias: params_.size() if none)
+    std::pair<int64_t, int64_t> owned;     // the bias entries whose sums this rank contributes
+    std::shared_ptr<RowsOverRanks> exchange;
+  };
+  void add_row_exchanges();
+
   dist::World& world_;
   const SpikingNetwork& net_;
   std::vector<torch::Tensor> params_;
+  std::vector<int64_t> offsets_;  // each parameter's first element in the flat order; then the total
+  std::vector<RowsLayer> rows_layers_;
+  std::shared_ptr<bool> rows_enabled_ = std::make_shared<bool>(false);
   std::vector<int64_t> split_;  // elements per rank's slice
   int64_t begin_ = 0;           // this rank's first element
   torch::Tensor shard_;         // this rank's slice of the parameters (a leaf)
