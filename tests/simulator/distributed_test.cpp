@@ -146,15 +146,20 @@ TEST(ShardedAdam, ExchangedRowsGiveOneProcesssStepBitForBit) {
   const auto options = torch::optim::AdamOptions(0.01);
   SpikingNetwork whole(c);
   torch::optim::Adam adam(whole.parameters(), options);
+  std::vector<torch::Tensor> whole_grads;  // per step, flattened
   for (int step = 0; step < 2; ++step) {
     adam.zero_grad();
     backward(whole, 0, kBatch, step);
+    std::vector<torch::Tensor> flat;
+    for (const auto& p : whole.parameters()) flat.push_back(p.grad().reshape({-1}));
+    whole_grads.push_back(torch::cat(flat));
     fused_adam_step(adam);
   }
   for (int64_t ranks : {2, 3}) {
     for (bool rows : {true, false}) {
       std::vector<std::unique_ptr<SpikingNetwork>> nets;
       for (int64_t r = 0; r < ranks; ++r) nets.push_back(std::make_unique<SpikingNetwork>(c));
+      std::vector<std::string> grad_differences(static_cast<size_t>(ranks));
       const auto errors = test::run_ranks(ranks, [&](dist::World& w) {
         const SpikingNetwork& net = *nets[static_cast<size_t>(w.rank())];
         ShardedAdam sharded(w, net, options, {});
@@ -163,9 +168,21 @@ TEST(ShardedAdam, ExchangedRowsGiveOneProcesssStepBitForBit) {
           sharded.begin_batch(rows);
           backward(net, share.begin, share.end, step);
           sharded.step();
+          // Adam's step does not change when a gradient is scaled: the
+          // gradients themselves are compared too.
+          const auto [begin, g] = sharded.gradient_slice();
+          const torch::Tensor want = whole_grads[static_cast<size_t>(step)].narrow(0, begin, g.numel());
+          if (rows && !torch::equal(g, want)) {
+            grad_differences[static_cast<size_t>(w.rank())] +=
+                " step " + std::to_string(step) + ": " + std::to_string(g.ne(want).sum().item<int64_t>()) +
+                " of " + std::to_string(g.numel()) + " differ";
+          }
         }
       });
       for (const auto& e : errors) EXPECT_EQ(e, "");
+      for (int64_t r = 0; r < ranks; ++r) {
+        EXPECT_EQ(grad_differences[static_cast<size_t>(r)], "") << ranks << " ranks, rank " << r << "'s gradient";
+      }
       bool all_equal = true;
       for (int64_t r = 0; r < ranks; ++r) {
         const auto a = nets[static_cast<size_t>(r)]->parameters(), b = whole.parameters();

@@ -81,6 +81,10 @@ class ShardedAdam {
   void begin_batch(bool every_rank_has_samples);
   /// One optimizer step on every rank (a collective; see the class comment).
   void step();
+  /// The gradient the last step() gave Adam: this rank's slice of the
+  /// flattened parameters (rounded to their dtype) and the flat index of
+  /// its first element.
+  std::pair<int64_t, torch::Tensor> gradient_slice() const { return {begin_, shard_.grad()}; }
   /// Every rank's slices of the moments, gathered per parameter on every
   /// rank (a collective), e.g. for a checkpoint.
   std::vector<AdamMoments> gather_state();
