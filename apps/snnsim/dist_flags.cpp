@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "snn/core/error.h"
+#include "snn/dist/cores.h"
 #include "validators.h"
 
 namespace snn::app {
@@ -38,6 +39,12 @@ void add_dist_flags(CLI::App* cmd, DistFlags& f, bool pipeline) {
                   "Seconds to wait for the other ranks (arrival, each exchange, the end) before giving up")
       ->capture_default_str()
       ->check(number_above(0));
+  cmd->add_option("--cpu-bind", f.cpu_bind,
+                  "cores: the ranks that share a machine each run on cores of their own, where their threads fit "
+                  "(faster: no thread moves between cores); none: leave placement to the system (or to a launcher "
+                  "that binds, such as srun --cpu-bind)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cores", "none"}));
 }
 
 std::optional<dist::WorldOptions> world_options(const DistFlags& f, const std::vector<std::string>& given) {
@@ -68,6 +75,11 @@ dist::World& join_world(const dist::WorldOptions& options) {
     std::_Exit(code);
   });
   return *g_world;
+}
+
+std::string bind_cores(const DistFlags& f, dist::World& world, int64_t threads) {
+  if (f.cpu_bind == "none") return "cores: not bound (--cpu-bind none)";
+  return "cores: " + dist::describe(dist::bind_to_cores(world, threads), threads);
 }
 
 dist::World* current_world() { return g_world.get(); }

@@ -19,9 +19,11 @@ struct DistFlags {
   std::string master;      // HOST:PORT
   double timeout_s = 300;
   std::string parallel = "data";  // data: each rank its samples; pipeline: each rank a stage
+  std::string cpu_bind = "cores";  // cores: the ranks sharing a machine each on cores of their own; none
 };
 
-/// Adds --parallel, --rank, --world-size, --master and --dist-timeout;
+/// Adds --parallel, --rank, --world-size, --master, --dist-timeout and
+/// --cpu-bind;
 /// `pipeline`: the command can run as a pipeline over ranks (run), else
 /// only data parallel (train), and --parallel's help says so.
 void add_dist_flags(CLI::App* cmd, DistFlags& flags, bool pipeline = false);
@@ -34,6 +36,12 @@ std::optional<dist::WorldOptions> world_options(const DistFlags& flags, const st
 /// Joins the run (see snn::dist::World); a peer's failure ends this process
 /// with "snnsim: error: rank R failed: ..." and that rank's exit code.
 dist::World& join_world(const dist::WorldOptions& options);
+
+/// --cpu-bind: binds this rank's threads (`threads` of them) to cores of
+/// its own where the ranks sharing its machine fit (snn::dist::
+/// bind_to_cores; a collective), and returns the "cores: ..." line that
+/// says what was done.
+std::string bind_cores(const DistFlags& flags, dist::World& world, int64_t threads);
 
 /// Leaves the run (main() does, before static destruction): closes the
 /// connections without waiting for anyone.

@@ -157,7 +157,8 @@ struct TrainFlags {
 // checkpoint says.
 const std::vector<std::string> kTrainResumeFlags = {
     "--resume",     "--epochs",     "--checkpoint", "--overwrite", "--devices", "--balance",     "--threads",
-    "--steps-per-tick", "--data-dir", "--world-size", "--rank",     "--master",  "--dist-timeout", "--parallel"};
+    "--steps-per-tick", "--data-dir", "--world-size", "--rank",     "--master",  "--dist-timeout", "--parallel",
+    "--cpu-bind"};
 
 // The labels in order, as a fingerprint of the data the ranks compare:
 // sum of (i + 1) * label.
@@ -287,6 +288,7 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
     world->check_same_settings(train_settings(net, o, resumed.epoch, data.train));
     trainer.distribute(*world);
   }
+  const std::string cores = world ? bind_cores(f.dist, *world, at::get_num_threads()) : "";
   std::string layers;
   for (const int64_t n : c.layers) layers += (layers.empty() ? "" : "-") + std::to_string(n);
   if (speaks) {
@@ -296,7 +298,7 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
                              world ? fmt::format(" per rank, {} ranks (batches of {} split among them)",
                                                  world->size(), o.batch_size)
                                    : "")
-              << std::flush;
+              << (world ? cores + "\n" : "") << std::flush;
   }
   for (int64_t e = resumed.epoch; e < f.epochs; ++e) {
     Progress progress(fmt::format("epoch {}/{}", e + 1, f.epochs));
@@ -390,7 +392,8 @@ RunOptions run_options_of(const RunFlags& f) {
 // which continues with the RunOptions it was started with.
 const std::vector<std::string> kRunResumeFlags = {"--resume",     "--summary",        "--devices", "--balance",
                                                   "--threads",    "--steps-per-tick", "--batch-size", "--world-size",
-                                                  "--rank",       "--master",         "--dist-timeout"};
+                                                  "--rank",       "--master",         "--dist-timeout",
+                                                  "--cpu-bind"};
 
 // --resume FILE: the RunOptions the recording was started with.
 RunOptions resumed_options(const std::string& recording, const std::vector<std::string>& given) {
@@ -550,6 +553,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     world->check_same_settings(run_settings(o, net, split, samples, pipeline));
     if (!pipeline) share = rank_share(samples, world->rank(), world->size());
   }
+  const std::string cores = world ? bind_cores(f.dist, *world, at::get_num_threads()) : "";
   const bool speaks = !world || world->rank() == 0;  // what the run prints, rank 0 prints
   if (world && world->rank() == 0 && !output.empty() && !resuming && !f.overwrite && file_exists(output)) {
     throw Error("recording '" + output + "' exists; pass --overwrite to replace it");
@@ -636,6 +640,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     std::cout << fmt::format("ranks: {} processes; samples {}; communication {:.2f} s\n", world->size(), shares,
                              traffic.seconds);
   }
+  if (world) std::cout << cores << "\n";
   for (size_t i = 0; i < r.firing_rate.size(); ++i) {
     if (!net.neuron_layers()[i]->spiking()) {
       std::cout << fmt::format("layer {} ({} neurons): a leaky integrator, passes its potential on (no spikes)\n",

@@ -59,6 +59,14 @@ for world in 2 3; do
   grep -q "^ranks: $world processes; samples 0\.\." "$tmp/w$world.0.out" && ok || fail "$world ranks: no ranks line: $(cat "$tmp/w$world.0.out")"
   [[ ! -s "$tmp/w$world.1.out" ]] && ok || fail "$world ranks: rank 1 printed: $(cat "$tmp/w$world.1.out")"
 done
+# Where the ranks sharing this machine run: on cores of their own where
+# their threads fit (1 thread each on 2 or more cores), else as they were.
+if (( $(nproc) >= 2 )); then
+  grep -qx "cores: each rank on a core of its own (2 ranks on this machine)" "$tmp/w2.0.out" && ok ||
+    fail "2 ranks of 1 thread on $(nproc) cores: $(cat "$tmp/w2.0.out")"
+fi
+ranks nobind 2 --cpu-bind none
+grep -qx "cores: not bound (--cpu-bind none)" "$tmp/nobind.0.out" && ok || fail "--cpu-bind none: $(cat "$tmp/nobind.0.out")"
 grep -q '"samples_per_rank": \[' "$tmp/w3.json" && "$python" -c "
 import json, sys; j = json.load(open('$tmp/w3.json')); sys.exit(j['samples_per_rank'] != [33, 33, 34])" && ok ||
   fail "3 ranks: samples_per_rank: $(grep -A4 samples_per_rank "$tmp/w3.json")"
@@ -186,6 +194,7 @@ expect_all late 1 2 "1 of the 2 ranks did not arrive at 127.0.0.1:$port within 2
 
 # The flags' own checks.
 expect_error "rank without world size" "--rank needs --world-size" "${run[@]}" --rank 1
+expect_error "bad --cpu-bind" "--cpu-bind: expected cores or none, got 'bogus'" "${run[@]}" --world-size 2 --rank 0 --cpu-bind bogus
 expect_error "rank outside" "rank 2 is outside the run's 2 ranks (0..1)" "${run[@]}" --world-size 2 --rank 2
 expect_error "bad master" "--master: expected HOST:PORT" "${run[@]}" --world-size 2 --rank 0 --master nohost
 finish

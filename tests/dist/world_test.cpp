@@ -6,7 +6,10 @@
 #include <torch/nn/modules/linear.h>
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include <atomic>
 #include <chrono>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "snn/core/error.h"
+#include "snn/dist/cores.h"
 #include "snn/dist/pipeline_links.h"
 #include "snn/pipeline/model_pipeline.h"
 #include "support/ranks.h"
@@ -285,6 +289,50 @@ TEST(WorldOptions, MasterAndRanksAreChecked) {
   EXPECT_EQ(test::message_of([&] { o.validate(); }), "rank 2 is outside the run's 2 ranks (0..1)");
   o = world_options(0, 0, 29500);
   EXPECT_EQ(test::message_of([&] { o.validate(); }), "world size: expected >= 1 processes, got 0");
+}
+
+// Ranks as threads share this process, so each rank's binding moves all
+// of its threads: the test looks at what each rank decided, then gives the
+// process its cores back.
+TEST(Cores, RanksSharingAMachineGetCoresOfTheirOwnWhereTheirThreadsFit) {
+  cpu_set_t start;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(start), &start), 0);
+  std::vector<int> cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &start)) cpus.push_back(c);
+  }
+  const auto restore = [&] {
+    for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+      sched_setaffinity(static_cast<pid_t>(std::atol(task.path().filename().c_str())), sizeof(start), &start);
+    }
+  };
+  const int64_t n = static_cast<int64_t>(cpus.size());
+  for (const int64_t threads : {int64_t(1), n}) {
+    std::vector<CoreBinding> got(2);
+    const auto errors = test::run_ranks(2, [&](World& w) { got[static_cast<size_t>(w.rank())] = bind_to_cores(w, threads); });
+    restore();
+    for (const auto& e : errors) EXPECT_EQ(e, "");
+    for (int64_t r = 0; r < 2; ++r) {
+      const CoreBinding& b = got[static_cast<size_t>(r)];
+      EXPECT_EQ(b.local_ranks, 2);
+      EXPECT_EQ(b.local_rank, r);
+      if (2 * threads <= n) {
+        EXPECT_EQ(b.cores, std::vector<int>{cpus[static_cast<size_t>(r)]}) << "rank " << r;
+        EXPECT_EQ(describe(b, threads), "each rank on a core of its own (2 ranks on this machine)");
+      } else {
+        EXPECT_TRUE(b.cores.empty()) << "rank " << r;
+        EXPECT_EQ(describe(b, threads), "not bound (2 ranks of " + std::to_string(threads) + " threads on " +
+                                            std::to_string(n) + " cores)");
+      }
+    }
+  }
+  // One rank alone on its machine: nothing to share.
+  CoreBinding alone;
+  const auto errors = test::run_ranks(1, [&](World& w) { alone = bind_to_cores(w, 1); });
+  restore();
+  for (const auto& e : errors) EXPECT_EQ(e, "");
+  EXPECT_TRUE(alone.cores.empty());
+  EXPECT_EQ(describe(alone, 1), "not bound (the only rank on its machine)");
 }
 
 }  // namespace
