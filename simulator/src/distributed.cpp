@@ -5,6 +5,7 @@
 #include <array>
 #include <cstring>
 #include <numeric>
+#include <type_traits>
 
 #include "snn/core/error.h"
 #include "snn/neurons/linear.h"
@@ -103,26 +104,45 @@ torch::Tensor flat_of(const std::vector<torch::Tensor>& tensors) {
 
 namespace {
 
-// Rows of 0/1 bytes [rows, in] packed 8 to a byte (element k of a group of
-// 8 at bit k; a row's last byte partly used): one multiply gathers a
-// group's 8 bytes, each 0 or 1, into its 8 bits (every product term lands
-// on its own bit, so no carries).
-void pack_bits(const uint8_t* x, int64_t rows, int64_t in, uint8_t* out) {
+// Rows [rows, in] of zeros and ones (bool bytes, or reals) packed 8 to a
+// byte (element k of a group of 8 at bit k; a row's last byte partly
+// used). For bytes, one multiply gathers a group's 8 bytes, each 0 or 1,
+// into its 8 bits (every product term lands on its own bit: no carries).
+template <typename T>
+void pack_bits(const T* x, int64_t rows, int64_t in, uint8_t* out) {
   const int64_t stride = (in + 7) / 8, whole = in / 8;
   for (int64_t r = 0; r < rows; ++r) {
-    const uint8_t* xr = x + r * in;
+    const T* xr = x + r * in;
     uint8_t* o = out + r * stride;
     for (int64_t g = 0; g < whole; ++g) {
-      uint64_t v;
-      std::memcpy(&v, xr + 8 * g, 8);
-      o[g] = static_cast<uint8_t>((v * 0x0102040810204080ULL) >> 56);
+      if constexpr (std::is_same_v<T, uint8_t>) {
+        uint64_t v;
+        std::memcpy(&v, xr + 8 * g, 8);
+        o[g] = static_cast<uint8_t>((v * 0x0102040810204080ULL) >> 56);
+      } else {
+        unsigned b = 0;
+        for (int k = 0; k < 8; ++k) b |= static_cast<unsigned>(xr[8 * g + k] != T(0)) << k;
+        o[g] = static_cast<uint8_t>(b);
+      }
     }
     if (whole < stride) {
-      uint8_t b = 0;
-      for (int64_t k = 0; 8 * whole + k < in; ++k) b = static_cast<uint8_t>(b | ((xr[8 * whole + k] != 0) << k));
-      o[whole] = b;
+      unsigned b = 0;
+      for (int64_t k = 0; 8 * whole + k < in; ++k) b |= static_cast<unsigned>(xr[8 * whole + k] != T(0)) << k;
+      o[whole] = static_cast<uint8_t>(b);
     }
   }
+}
+
+// Whether every one of x's n values is 0 or 1 (spikes as reals): one pass
+// the compiler vectorises, stopping at the first block with another value.
+template <typename T>
+bool zeros_and_ones(const T* x, int64_t n) {
+  for (int64_t i0 = 0; i0 < n; i0 += 4096) {
+    int other = 0;
+    for (int64_t i = i0; i < std::min(n, i0 + 4096); ++i) other |= static_cast<int>(x[i] != T(0)) & static_cast<int>(x[i] != T(1));
+    if (other != 0) return false;
+  }
+  return true;
 }
 
 // pack_bits' way back.
@@ -166,8 +186,12 @@ class RowsOverRanks : public GradRowsExchange {
     if (!*enabled_ || mode_ == Mode::kSums) return {};
     const int64_t W = world_.size(), me = world_.rank(), rows = x2.size(0);
     const torch::Tensor gy = gy_in.contiguous();
-    bool binary = x2.scalar_type() == torch::kBool;
-    if (!binary && x2.is_floating_point()) binary = x2.eq(0).logical_or_(x2.eq(1)).all().item<bool>();
+    const torch::Tensor x = x2.contiguous();
+    bool binary = x.scalar_type() == torch::kBool;
+    if (!binary && x.is_floating_point()) {
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_zeros_and_ones",
+                                 [&] { binary = zeros_and_ones(x.data_ptr<scalar_t>(), x.numel()); });
+    }
     // Every rank's rows and whether they are spikes (a small gather), with
     // what must agree.
     constexpr int64_t kMeta = 7;
@@ -210,13 +234,17 @@ class RowsOverRanks : public GradRowsExchange {
       if (mode_ == Mode::kSums) return {};
     }
     // This rank's rows as sent: packed bits, or the values' bytes.
-    const torch::Tensor x = all_binary ? (x2.scalar_type() == torch::kBool ? x2 : x2.ne(0)).contiguous()
-                                       : x2.contiguous();
     const int64_t xrow = all_binary ? (in_ + 7) / 8 : in_ * x.element_size();
     torch::Tensor xbytes;
     if (all_binary) {
       xbytes = torch::empty({rows * xrow}, torch::kUInt8);
-      pack_bits(static_cast<const uint8_t*>(x.data_ptr()), rows, in_, xbytes.data_ptr<uint8_t>());
+      uint8_t* bits = xbytes.data_ptr<uint8_t>();
+      if (x.scalar_type() == torch::kBool) {
+        pack_bits(static_cast<const uint8_t*>(x.data_ptr()), rows, in_, bits);
+      } else {
+        AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_pack_bits",
+                                   [&] { pack_bits(x.data_ptr<scalar_t>(), rows, in_, bits); });
+      }
     } else {
       xbytes = x.reshape({-1}).view(torch::kUInt8);
     }
@@ -229,15 +257,15 @@ class RowsOverRanks : public GradRowsExchange {
       send[static_cast<size_t>(r)] = rows * xrow + rows * (d1 - d0) * gsize;
       recv[static_cast<size_t>(r)] = rows_of[static_cast<size_t>(r)] * (xrow + n * gsize);
     }
+    // Each part as [rows' bytes, gradient columns], straight into place.
     torch::Tensor buffer = torch::empty({std::accumulate(send.begin(), send.end(), int64_t(0))}, torch::kUInt8);
-    int64_t at = 0;
+    uint8_t* at = buffer.data_ptr<uint8_t>();
     for (int64_t r = 0; r < W; ++r) {
       if (r == me) continue;
       const auto [d0, d1] = columns_[static_cast<size_t>(r)];
-      buffer.narrow(0, at, rows * xrow).copy_(xbytes);
+      std::memcpy(at, xbytes.data_ptr(), static_cast<size_t>(rows * xrow));
       at += rows * xrow;
-      const torch::Tensor cols = gy.narrow(1, d0, d1 - d0).contiguous();
-      std::memcpy(buffer.data_ptr<uint8_t>() + at, cols.data_ptr(), static_cast<size_t>(rows * (d1 - d0) * gsize));
+      torch::from_blob(at, {rows, d1 - d0}, gy.options()).copy_(gy.narrow(1, d0, d1 - d0));
       at += rows * (d1 - d0) * gsize;
     }
     const torch::Tensor received = world_.exchange(buffer, send, recv);
@@ -246,25 +274,26 @@ class RowsOverRanks : public GradRowsExchange {
     torch::Tensor xg = torch::empty({total, in_}, all_binary ? torch::kBool : x.scalar_type());
     torch::Tensor gyg = torch::empty({total, n}, gy.scalar_type());
     const torch::Tensor xg3 = xg.view({steps, per_step, in_}), gy3 = gyg.view({steps, per_step, n});
-    const uint8_t* src = received.data_ptr<uint8_t>();
+    uint8_t* src = received.data_ptr<uint8_t>();
     int64_t offset = 0;
     for (int64_t r = 0; r < W; ++r) {
       const int64_t rr = rows_of[static_cast<size_t>(r)], pr = rr / steps;
-      torch::Tensor xr = x, gr = gy.narrow(1, c0, n);
-      if (r != me) {
-        xr = torch::empty({rr, in_}, xg.scalar_type());
+      if (r == me) {
+        xg3.narrow(1, offset, pr).copy_(x.view({steps, pr, in_}));  // reals of 0 and 1 to bool, where binary
+        gy3.narrow(1, offset, pr).copy_(gy.narrow(1, c0, n).reshape({steps, pr, n}));
+      } else {
         if (all_binary) {
-          unpack_bits(src, rr, in_, static_cast<uint8_t*>(xr.data_ptr()));
+          for (int64_t s = 0; s < steps; ++s) {
+            unpack_bits(src + s * pr * xrow, pr, in_,
+                        static_cast<uint8_t*>(xg.data_ptr()) + (s * per_step + offset) * in_);
+          }
         } else {
-          std::memcpy(xr.data_ptr(), src, static_cast<size_t>(rr * xrow));
+          xg3.narrow(1, offset, pr).copy_(torch::from_blob(src, {steps, pr, in_}, xg.options()));
         }
         src += rr * xrow;
-        gr = torch::empty({rr, n}, gy.scalar_type());
-        std::memcpy(gr.data_ptr(), src, static_cast<size_t>(rr * n * gsize));
+        gy3.narrow(1, offset, pr).copy_(torch::from_blob(src, {steps, pr, n}, gyg.options()));
         src += rr * n * gsize;
       }
-      xg3.narrow(1, offset, pr).copy_(xr.view({steps, pr, in_}));
-      gy3.narrow(1, offset, pr).copy_(gr.reshape({steps, pr, n}));
       offset += pr;
     }
     return {xg, gyg};
