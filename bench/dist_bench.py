@@ -8,18 +8,21 @@ N ranks on 127.0.0.1 (--world-size/--rank/--master), every process with
 perfect scaling. The communication share is the ranks' own measure (time
 inside exchanges, waiting for slower ranks included) over the epoch's time.
 
-Then, on paper, the efficiency a cluster would get: in each training step a
-rank sends every other rank its slice of the double-precision gradient and
-receives theirs of its own slice (an all-to-all of (N - 1) / N 8 P bytes,
-P parameters), adds them in rank order, steps Adam on its slice, and
-receives the other slices' new weights ((N - 1) / N 4 P bytes); at a link
-of --link-gbs GB/s that takes (N - 1) / N 12 P / link seconds against the
+Then, on paper, the efficiency a cluster would get. In each training step a
+rank exchanges, for each Linear layer, its input rows (spikes: a bit each)
+with every other rank and sends rank r the columns r of its output
+gradient (the row exchange; every rank then sums the whole batch's
+gradient for its own weight rows), the biases' sums ((N - 1) / N 8 bytes
+each), steps Adam on its slice and receives the other slices' new weights
+((N - 1) / N 4 P bytes, P parameters). With R = T B rows a step, a rank
+receives (N - 1) / N (R (784 + H) / 8 + 4 R (H + 10) / N + 4 P) bytes; at
+a link of --link-gbs GB/s that takes bytes / link seconds against the
 step's compute, t_step(1) / N at a fixed global batch. Besides, each rank
 does work per step that does not shrink with its share of the batch: the
-ranks report their optimizer steps' time outside the exchanges (copying
-the gradient into the exchange, adding the slices, the new weights into
-the parameters), and the projection adds it to every step as measured
-here (an upper bound for its slice of Adam, which shrinks as 1 / N).
+ranks report their optimizer steps' time outside the exchanges (its slice
+of the gradient rounded, its slice of Adam, the new weights into the
+parameters), and the projection adds it to every step as measured here
+(an upper bound for its slices, which shrink as 1 / N).
 
 Usage: dist_bench.py SNNSIM [--ranks N] [--hidden H] [--T T] [--batch B] [--rounds R] [--link-gbs G]
 """
@@ -69,6 +72,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--link-gbs", type=float, default=10.0)
     args = ap.parse_args()
+    if args.ranks < 2:
+        ap.error(f"--ranks: expected 2 or more (one process is the baseline every round runs), got {args.ranks}")
     tmp = f"/tmp/snnsim-dist-bench-{os.getpid()}"
     os.makedirs(tmp, exist_ok=True)
     ckpt = os.path.join(tmp, "net.h5")
@@ -108,8 +113,14 @@ def main():
     steps = -(-8000 // args.batch)
     step1 = min(rows["train"][1]) / steps
     step_fixed = statistics.median(fixed) if fixed else 0.0  # none where the optimizer is not sharded
-    print(f"\nOn paper (train): P = {params:,} parameters, (N - 1) / N {12 * params / 1e6:.1f} MB in and out of a rank "
-          f"per step; one process's step {1e3 * step1:.1f} ms; a rank's optimizer work outside the exchanges "
+    rows_per_step = args.T * args.batch
+
+    def step_bytes(n):  # what a rank receives per step (see the file comment)
+        return (n - 1) / n * (rows_per_step * (784 + args.hidden) / 8 + 4 * rows_per_step * (args.hidden + 10) / n
+                              + 8 * (args.hidden + 10) + 4 * params)
+
+    print(f"\nOn paper (train): P = {params:,} parameters, {step_bytes(2) / 1e6:.1f} MB into a rank per step on 2 "
+          f"ranks, {step_bytes(64) / 1e6:.1f} MB on 64; one process's step {1e3 * step1:.1f} ms; a rank's optimizer work outside the exchanges "
           f"{1e3 * step_fixed:.2f} ms per step (measured on {args.ranks} ranks; it does not shrink with the rank's "
           f"share of the batch); a {args.link_gbs:g} GB/s link")
     print("| nodes | compute per step | fixed work per step | exchange per step | expected efficiency | "
@@ -117,7 +128,7 @@ def main():
     print("|---|---|---|---|---|---|")
     for n in (2, 8, 64):
         compute = step1 / n
-        gather = (n - 1) / n * 12 * params / (args.link_gbs * 1e9)
+        gather = step_bytes(n) / (args.link_gbs * 1e9)
         print(f"| {n} | {1e3 * compute:.2f} ms | {1e3 * step_fixed:.2f} ms | {1e3 * gather:.2f} ms | "
               f"{compute / (compute + step_fixed + gather):.2f} | {compute / (compute + gather):.2f} |")
 

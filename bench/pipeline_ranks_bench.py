@@ -57,6 +57,8 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if args.ranks < 2:
+        ap.error(f"--ranks: expected 2 or more stages (one process is the baseline every round runs), got {args.ranks}")
     tmp = f"/tmp/snnsim-pipeline-bench-{os.getpid()}"
     os.makedirs(tmp, exist_ok=True)
     ckpt = os.path.join(tmp, "net.h5")
