@@ -320,9 +320,11 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
                                t.calls, static_cast<double>(t.bytes) / 1e6);
       if (s.optimizer_steps > 0) {
         // This epoch's steps (the communication line above sums all epochs).
-        std::cout << fmt::format("optimizer: {} steps, {:.2f} ms each, {:.2f} ms of it in exchanges (rank 0)\n",
+        std::cout << fmt::format("optimizer: {} steps, {:.2f} ms each, {:.2f} ms of it in exchanges; {} of {} Linear "
+                                 "layers summed from exchanged rows (rank 0)\n",
                                  s.optimizer_steps, 1e3 * s.optimizer_seconds / static_cast<double>(s.optimizer_steps),
-                                 1e3 * s.optimizer_exchange_seconds / static_cast<double>(s.optimizer_steps));
+                                 1e3 * s.optimizer_exchange_seconds / static_cast<double>(s.optimizer_steps),
+                                 s.last_row_layers, s.row_layers);
       }
     }
     save_checkpoint(out_path, net, e + 1, &trainer, {kGitCommit, test.accuracy});

@@ -4,37 +4,53 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 
+#include <unistd.h>
 #ifdef __linux__
 #include <sched.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 #endif
 
 namespace snn::dist {
 
+namespace {
+std::string read_first_line(const char* path) {
+  std::string line;
+  if (std::FILE* f = std::fopen(path, "r")) {
+    char buf[128] = {};
+    if (std::fgets(buf, sizeof(buf), f)) line = buf;
+    std::fclose(f);
+  }
+  return line;
+}
+}  // namespace
+
 CoreBinding bind_to_cores(World& world, int64_t threads) {
   CoreBinding b;
-#ifdef __linux__
+  // This machine (hostname and boot: containers on two hosts may share a
+  // hostname) and the cores this process may run on, from every rank.
   char host[256] = {};
   if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown host");
+  const std::string machine = std::string(host) + "/" + read_first_line("/proc/sys/kernel/random/boot_id");
+  std::vector<int> cpus;
+#ifdef __linux__
   cpu_set_t mask;
   CPU_ZERO(&mask);
-  std::vector<int> cpus;
   if (::sched_getaffinity(0, sizeof(mask), &mask) == 0) {
     for (int c = 0; c < CPU_SETSIZE; ++c) {
       if (CPU_ISSET(c, &mask)) cpus.push_back(c);
     }
   }
+#endif
   std::string cpu_list;
   for (const int c : cpus) cpu_list += std::to_string(c) + ",";
-  // Every rank's machine and cores, as hashes (63 bits: int64 tensors).
+  // As hashes (63 bits: int64 tensors); a collective on every platform.
   const auto hash = [](const std::string& s) { return static_cast<int64_t>(std::hash<std::string>{}(s) >> 1); };
-  const torch::Tensor mine = torch::tensor({{hash(host), hash(cpu_list)}}, torch::kLong);
-  const torch::Tensor all = world.all_gather_rows(mine);
+  const torch::Tensor all = world.all_gather_rows(torch::tensor({{hash(machine), hash(cpu_list)}}, torch::kLong));
   const auto a = all.accessor<int64_t, 2>();
   bool same_cores = true;
   b.local_ranks = 0;
@@ -44,13 +60,20 @@ CoreBinding bind_to_cores(World& world, int64_t threads) {
     ++b.local_ranks;
     same_cores = same_cores && a[r][1] == a[world.rank()][1];
   }
-  const int64_t cores = static_cast<int64_t>(cpus.size());
+  const int64_t cores = static_cast<int64_t>(cpus.size()), wanted = b.local_ranks * threads;
+#ifndef __linux__
+  b.reason = "binding to cores is implemented on Linux only";
+  return b;
+#else
   if (b.local_ranks == 1) {
     b.reason = "the only rank on its machine";
   } else if (!same_cores) {
     b.reason = "the ranks on this machine were started on different cores (bound by their launcher)";
-  } else if (threads < 1 || b.local_ranks * threads > cores) {
-    b.reason = fmt::format("{} ranks of {} threads on {} cores", b.local_ranks, threads, cores);
+  } else if (threads < 1 || wanted > cores) {
+    b.reason = fmt::format("more threads than cores: {} ranks of {} threads, {} cores", b.local_ranks, threads, cores);
+  } else if (wanted < cores) {
+    b.reason = fmt::format("{} ranks of {} threads leave cores free ({} cores): the system places them",
+                           b.local_ranks, threads, cores);
   } else {
     cpu_set_t own;
     CPU_ZERO(&own);
@@ -71,12 +94,8 @@ CoreBinding bind_to_cores(World& world, int64_t threads) {
       if (tid > 0) ::sched_setaffinity(tid, sizeof(own), &own);  // a thread that just ended: nothing to do
     }
   }
-#else
-  (void)world;
-  (void)threads;
-  b.reason = "binding to cores is implemented on Linux only";
-#endif
   return b;
+#endif
 }
 
 std::string describe(const CoreBinding& b, int64_t threads) {

@@ -512,6 +512,9 @@ torch::Tensor World::exchange(const torch::Tensor& t, const std::vector<int64_t>
   for (const int64_t n : send) sent += n;
   for (const int64_t n : recv) received += n;
   TORCH_CHECK(sent == t.numel(), "exchange: the parts add up to ", sent, " elements, the tensor has ", t.numel());
+  TORCH_CHECK(send[static_cast<size_t>(s.o.rank)] == recv[static_cast<size_t>(s.o.rank)], "exchange: rank ", s.o.rank,
+              " sends itself ", send[static_cast<size_t>(s.o.rank)], " elements but receives ",
+              recv[static_cast<size_t>(s.o.rank)]);
   torch::Tensor in = t.contiguous().to(torch::kCPU);
   torch::Tensor out = torch::empty({received}, in.options());
   std::vector<int64_t> out_split(recv), in_split(send);

@@ -108,6 +108,8 @@ namespace {
 // byte (element k of a group of 8 at bit k; a row's last byte partly
 // used). For bytes, one multiply gathers a group's 8 bytes, each 0 or 1,
 // into its 8 bits (every product term lands on its own bit: no carries).
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "pack_bits reads a group's 8 bytes as one little-endian word");
+
 template <typename T>
 void pack_bits(const T* x, int64_t rows, int64_t in, uint8_t* out) {
   const int64_t stride = (in + 7) / 8, whole = in / 8;
@@ -172,18 +174,28 @@ void unpack_bits(const uint8_t* bits, int64_t rows, int64_t in, uint8_t* x) {
 // rows only where they move fewer bytes than the gradient sums would.
 class RowsOverRanks : public GradRowsExchange {
  public:
+  /// `batch`: what ShardedAdam::begin_batch() says of the batch, shared by
+  /// the layers; `layer`: this layer's index among them (checked across
+  /// ranks at every call, so that two ranks never exchange different
+  /// layers' rows).
   RowsOverRanks(dist::World& world, std::vector<std::pair<int64_t, int64_t>> columns, int64_t in, int64_t out,
-                std::shared_ptr<const bool> enabled)
-      : world_(world), columns_(std::move(columns)), in_(in), out_(out), enabled_(std::move(enabled)) {}
+                std::shared_ptr<const ShardedAdam::Batch> batch, int64_t layer)
+      : world_(world), columns_(std::move(columns)), in_(in), out_(out), batch_(std::move(batch)), layer_(layer) {}
 
   std::pair<int64_t, int64_t> columns() const override { return columns_[static_cast<size_t>(world_.rank())]; }
 
   /// The next step decides anew.
-  void restart() { mode_ = Mode::kUndecided; }
+  void restart() {
+    mode_ = Mode::kUndecided;
+    calls_ = 0;
+  }
+
+  /// Whether this step's gradient came through the exchange.
+  bool used() const { return mode_ == Mode::kRows; }
 
   std::pair<torch::Tensor, torch::Tensor> gather(const torch::Tensor& x2, const torch::Tensor& gy_in,
                                                  int64_t steps) override {
-    if (!*enabled_ || mode_ == Mode::kSums) return {};
+    if (!batch_->every_rank_has_samples || mode_ == Mode::kSums) return {};
     const int64_t W = world_.size(), me = world_.rank(), rows = x2.size(0);
     const torch::Tensor gy = gy_in.contiguous();
     const torch::Tensor x = x2.contiguous();
@@ -194,10 +206,10 @@ class RowsOverRanks : public GradRowsExchange {
     }
     // Every rank's rows and whether they are spikes (a small gather), with
     // what must agree.
-    constexpr int64_t kMeta = 7;
+    constexpr int64_t kMeta = 9;
     const torch::Tensor meta =
         torch::tensor({rows, steps, static_cast<int64_t>(binary), static_cast<int64_t>(x2.scalar_type()),
-                       static_cast<int64_t>(gy.scalar_type()), x2.size(1), gy.size(1)},
+                       static_cast<int64_t>(gy.scalar_type()), x2.size(1), gy.size(1), layer_, calls_++},
                       torch::kLong);
     const torch::Tensor metas =
         world_.all_gather_parts(meta, std::vector<int64_t>(static_cast<size_t>(W), kMeta)).view({W, kMeta});
@@ -205,12 +217,13 @@ class RowsOverRanks : public GradRowsExchange {
     std::vector<int64_t> rows_of(static_cast<size_t>(W));
     bool all_binary = true;
     int64_t total = 0;
+    static constexpr const char* kNames[kMeta] = {"rows", "steps", "spikes", "input dtype", "gradient dtype",
+                                                  "inputs", "outputs", "layer", "call in the step"};
     for (int64_t r = 0; r < W; ++r) {
       for (int64_t k = 1; k < kMeta; ++k) {
         if (k != 2 && m[r][k] != m[0][k]) {
-          throw InternalError(fmt::format("the gradient row exchange: rank {} sent rows unlike rank 0's (entry {}: {} "
-                                          "against {})",
-                                          r, k, m[r][k], m[0][k]));
+          throw InternalError(fmt::format("the gradient row exchange: rank {}'s {} are {}, rank 0's {}", r,
+                                          kNames[k], m[r][k], m[0][k]));
         }
       }
       if (m[r][0] % steps != 0) {
@@ -223,14 +236,16 @@ class RowsOverRanks : public GradRowsExchange {
     }
     const int64_t gsize = gy.element_size();
     if (mode_ == Mode::kUndecided) {
-      // Bytes a rank receives, summed over the ranks and divided by W - 1:
-      // every rank's rows once, its gradient columns once; against every
-      // weight's and bias's double sum once.
-      const double x_bytes = all_binary ? 1.0 / 8 : static_cast<double>(x2.element_size());
-      const double rows_bytes = static_cast<double>(total) * (static_cast<double>(in_) * x_bytes +
-                                                             static_cast<double>(out_ * gsize) / static_cast<double>(W));
-      const double sums_bytes = 8.0 * static_cast<double>((in_ + 1) * out_);
-      mode_ = rows_bytes <= sums_bytes ? Mode::kRows : Mode::kSums;
+      // Bytes a rank receives per step, summed over the ranks and divided
+      // by W - 1: every rank's rows once, its gradient columns once, in
+      // each of the step's calls (this one's rows times batch steps over
+      // its steps); against every weight's and bias's double sum once. In
+      // whole numbers (the same decision on every rank): both sides times
+      // 8 W and this call's steps.
+      const int64_t x_bits = all_binary ? 1 : 8 * x.element_size();
+      const int64_t rows_cost = total * (in_ * x_bits * W + 8 * out_ * gsize) * std::max<int64_t>(steps, batch_->steps);
+      const int64_t sums_cost = 64 * (in_ + 1) * out_ * W * steps;
+      mode_ = rows_cost <= sums_cost ? Mode::kRows : Mode::kSums;
       if (mode_ == Mode::kSums) return {};
     }
     // This rank's rows as sent: packed bits, or the values' bytes.
@@ -250,25 +265,32 @@ class RowsOverRanks : public GradRowsExchange {
     }
     const auto [c0, c1] = columns();
     const int64_t n = c1 - c0;
+    // Each part: the rows' bytes, then the gradient columns, each padded to
+    // 16 bytes so that the values are read from aligned addresses; nothing
+    // to a rank without columns (it sums nothing of this layer).
+    const auto padded = [](int64_t bytes) { return (bytes + 15) / 16 * 16; };
+    const auto part = [&](int64_t rows_r, int64_t cols) {
+      return cols == 0 ? int64_t(0) : padded(rows_r * xrow) + padded(rows_r * cols * gsize);
+    };
     std::vector<int64_t> send(static_cast<size_t>(W), 0), recv(static_cast<size_t>(W), 0);
     for (int64_t r = 0; r < W; ++r) {
       if (r == me) continue;
       const auto [d0, d1] = columns_[static_cast<size_t>(r)];
-      send[static_cast<size_t>(r)] = rows * xrow + rows * (d1 - d0) * gsize;
-      recv[static_cast<size_t>(r)] = rows_of[static_cast<size_t>(r)] * (xrow + n * gsize);
+      send[static_cast<size_t>(r)] = part(rows, d1 - d0);
+      recv[static_cast<size_t>(r)] = part(rows_of[static_cast<size_t>(r)], n);
     }
-    // Each part as [rows' bytes, gradient columns], straight into place.
-    torch::Tensor buffer = torch::empty({std::accumulate(send.begin(), send.end(), int64_t(0))}, torch::kUInt8);
+    torch::Tensor buffer = torch::zeros({std::accumulate(send.begin(), send.end(), int64_t(0))}, torch::kUInt8);
     uint8_t* at = buffer.data_ptr<uint8_t>();
     for (int64_t r = 0; r < W; ++r) {
-      if (r == me) continue;
       const auto [d0, d1] = columns_[static_cast<size_t>(r)];
+      if (r == me || d1 == d0) continue;
       std::memcpy(at, xbytes.data_ptr(), static_cast<size_t>(rows * xrow));
-      at += rows * xrow;
+      at += padded(rows * xrow);
       torch::from_blob(at, {rows, d1 - d0}, gy.options()).copy_(gy.narrow(1, d0, d1 - d0));
-      at += rows * (d1 - d0) * gsize;
+      at += padded(rows * (d1 - d0) * gsize);
     }
     const torch::Tensor received = world_.exchange(buffer, send, recv);
+    if (n == 0) return {torch::empty({0, in_}, x.options()), torch::empty({0, 0}, gy.options())};
     // The whole batch, each step's samples in rank order.
     const int64_t per_step = total / steps;
     torch::Tensor xg = torch::empty({total, in_}, all_binary ? torch::kBool : x.scalar_type());
@@ -290,9 +312,9 @@ class RowsOverRanks : public GradRowsExchange {
         } else {
           xg3.narrow(1, offset, pr).copy_(torch::from_blob(src, {steps, pr, in_}, xg.options()));
         }
-        src += rr * xrow;
+        src += padded(rr * xrow);
         gy3.narrow(1, offset, pr).copy_(torch::from_blob(src, {steps, pr, n}, gyg.options()));
-        src += rr * n * gsize;
+        src += padded(rr * n * gsize);
       }
       offset += pr;
     }
@@ -304,8 +326,10 @@ class RowsOverRanks : public GradRowsExchange {
   dist::World& world_;
   std::vector<std::pair<int64_t, int64_t>> columns_;  // every rank's
   int64_t in_, out_;
-  std::shared_ptr<const bool> enabled_;
+  std::shared_ptr<const ShardedAdam::Batch> batch_;
+  int64_t layer_;
   Mode mode_ = Mode::kUndecided;
+  int64_t calls_ = 0;  // this step's
 };
 
 bool ShardedAdam::can_shard(const SpikingNetwork& net) {
@@ -364,6 +388,12 @@ void ShardedAdam::add_row_exchanges() {
     }
     return params_.size();
   };
+  // With a stage on a GPU, when a CPU layer's backward runs can depend on
+  // the GPU's timing, and the ranks' exchanges could come in different
+  // orders: the row exchange is for networks on the CPU alone.
+  for (const auto& p : params_) {
+    if (!p.is_cpu()) return;
+  }
   for (Linear fc : net_.linear_layers()) {
     const int64_t out = fc->weight.size(0), in = fc->weight.size(1);
     const size_t w = index_of(fc->weight), b = index_of(fc->bias);
@@ -388,13 +418,17 @@ void ShardedAdam::add_row_exchanges() {
       if (theirs.second > theirs.first) layer.owned.first = std::max(layer.owned.first, theirs.second);
     }
     layer.owned.second = std::max(layer.owned.first, layer.owned.second);
-    layer.exchange = std::make_shared<RowsOverRanks>(world_, std::move(columns), in, out, rows_enabled_);
+    layer.exchange = std::make_shared<RowsOverRanks>(world_, std::move(columns), in, out, batch_,
+                                                     static_cast<int64_t>(rows_layers_.size()));
     fc->exchange_grad_rows(layer.exchange);
     rows_layers_.push_back(std::move(layer));
   }
 }
 
-void ShardedAdam::begin_batch(bool every_rank_has_samples) { *rows_enabled_ = every_rank_has_samples; }
+void ShardedAdam::begin_batch(bool every_rank_has_samples, int64_t steps) {
+  batch_->every_rank_has_samples = every_rank_has_samples;
+  batch_->steps = steps;
+}
 
 ShardedAdam::~ShardedAdam() {
   try {
@@ -423,9 +457,11 @@ void ShardedAdam::step() {
   std::vector<torch::Tensor> overrides(params_.size());
   std::vector<torch::Tensor> weight_sums(params_.size());  // [in, columns] double
   std::vector<int64_t> first_column(params_.size(), 0);
+  last_row_layers_ = 0;
   for (const auto& layer : rows_layers_) {
     const auto [sw, sb] = layer.fc->exchanged_grad_sums();
     if (!sw.defined()) continue;
+    ++last_row_layers_;
     include[layer.weight] = 0;
     weight_sums[layer.weight] = sw;
     first_column[layer.weight] = layer.exchange->columns().first;
@@ -445,13 +481,20 @@ void ShardedAdam::step() {
       if (include[i]) split_other[static_cast<size_t>(r)] += std::max<int64_t>(0, std::min(s1, offsets_[i + 1]) - std::max(s0, offsets_[i]));
     }
   }
-  // Rank r's slice of every rank's gradient, added in rank order.
-  const torch::Tensor parts = world_.exchange_parts(flat_gradient_of(net_, include, overrides), split_other);
-  // The next backward call starts the sums afresh (zero_grad's part).
+  // Rank r's slice of every rank's gradient, added in rank order (no
+  // exchange where every gradient came from rows and there is no bias:
+  // every rank sees that alike).
+  torch::Tensor other = torch::zeros({split_other[static_cast<size_t>(world_.rank())]}, torch::kDouble);
+  if (std::any_of(split_other.begin(), split_other.end(), [](int64_t k) { return k > 0; })) {
+    const torch::Tensor parts = world_.exchange_parts(flat_gradient_of(net_, include, overrides), split_other);
+    other = parts[0].clone();
+    for (int64_t r = 1; r < parts.size(0); ++r) other.add_(parts[r]);
+  }
+  // The next backward call starts the sums afresh (zero_grad's part), and
+  // exchanges rows again only after begin_batch() says so.
   for (Linear fc : net_.linear_layers()) fc->restart_grad_sums();
   for (auto& layer : rows_layers_) layer.exchange->restart();
-  torch::Tensor other = parts[0].clone();
-  for (int64_t r = 1; r < parts.size(0); ++r) other.add_(parts[r]);
+  batch_->every_rank_has_samples = false;
   // This rank's slice, parameter by parameter, rounded once.
   torch::Tensor grad = torch::empty({mine}, shard_.options().requires_grad(false));
   int64_t taken = 0;

@@ -257,7 +257,7 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
       counts = world_->all_gather_rows(mine.detach()).requires_grad_(true);
       loss = loss_of(options_.loss, counts, y, T, classes);
       loss.backward();
-      if (sharded_) sharded_->begin_batch(b >= world_->size());
+      if (sharded_) sharded_->begin_batch(b >= world_->size(), T);
       if (idx.size(0) > 0) mine.backward(counts.grad().narrow(0, share.begin, idx.size(0)));
     }
     if (sharded_) {
@@ -267,6 +267,8 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
       stats.optimizer_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count();
       stats.optimizer_exchange_seconds += world_->traffic().seconds - e0;
       ++stats.optimizer_steps;
+      stats.row_layers = sharded_->row_layers();
+      stats.last_row_layers = sharded_->last_row_layers();
     } else {
       if (world_) reduce_gradients(*world_, net_);
       fused_adam_step(*adam_);  // adam_->step()'s values, bit for bit, in fewer passes

@@ -60,10 +60,12 @@ for world in 2 3; do
   [[ ! -s "$tmp/w$world.1.out" ]] && ok || fail "$world ranks: rank 1 printed: $(cat "$tmp/w$world.1.out")"
 done
 # Where the ranks sharing this machine run: on cores of their own where
-# their threads fit (1 thread each on 2 or more cores), else as they were.
-if (( $(nproc) >= 2 )); then
+# their threads fill the machine (1 thread each on 2 cores), else as they were.
+if (( $(nproc) == 2 )); then
   grep -qx "cores: each rank on a core of its own (2 ranks on this machine)" "$tmp/w2.0.out" && ok ||
-    fail "2 ranks of 1 thread on $(nproc) cores: $(cat "$tmp/w2.0.out")"
+    fail "2 ranks of 1 thread on 2 cores: $(cat "$tmp/w2.0.out")"
+else
+  grep -q "^cores: not bound (" "$tmp/w2.0.out" && ok || fail "2 ranks of 1 thread on $(nproc) cores: $(cat "$tmp/w2.0.out")"
 fi
 ranks nobind 2 --cpu-bind none
 grep -qx "cores: not bound (--cpu-bind none)" "$tmp/nobind.0.out" && ok || fail "--cpu-bind none: $(cat "$tmp/nobind.0.out")"

@@ -136,68 +136,82 @@ TEST(ShardedAdam, ExchangedRowsGiveOneProcesssStepBitForBit) {
   x1[0][0].mul_(std::pow(2.0, 50));
   x1[0][kBatch - 1].copy_(-x1[0][0]);
   for (auto& g : g1) g[0][kBatch - 1].copy_(g[0][0]);
-  // Forward and backward of both layers on samples [b0, b1) of the batch.
-  const auto backward = [&](const SpikingNetwork& net, int64_t b0, int64_t b1, int step) {
+  // Forward and backward of both layers on samples [b0, b1) of the batch,
+  // the steps in one call or in two (steps 0-1, then 2: a layer's calls
+  // in one optimizer step, as --steps-per-tick makes them).
+  const auto backward = [&](const SpikingNetwork& net, int64_t b0, int64_t b1, int step, int calls) {
     auto layers = net.linear_layers();
-    const torch::Tensor y0 = layers[0]->forward(x0.narrow(1, b0, b1 - b0));
-    const torch::Tensor y1 = layers[1]->forward(x1.narrow(1, b0, b1 - b0));
-    ((y0 * g0[step].narrow(1, b0, b1 - b0)).sum() + (y1 * g1[step].narrow(1, b0, b1 - b0)).sum()).backward();
+    torch::Tensor loss = torch::zeros({});
+    for (const auto& [s0, s1] : calls == 1 ? std::vector<std::pair<int64_t, int64_t>>{{0, kSteps}}
+                                           : std::vector<std::pair<int64_t, int64_t>>{{0, 2}, {2, kSteps}}) {
+      const auto part = [&](const torch::Tensor& t) { return t.narrow(0, s0, s1 - s0).narrow(1, b0, b1 - b0); };
+      loss = loss + (layers[0]->forward(part(x0)) * part(g0[step])).sum() +
+             (layers[1]->forward(part(x1)) * part(g1[step])).sum();
+    }
+    loss.backward();
   };
   const auto options = torch::optim::AdamOptions(0.01);
-  SpikingNetwork whole(c);
-  torch::optim::Adam adam(whole.parameters(), options);
-  std::vector<torch::Tensor> whole_grads;  // per step, flattened
-  for (int step = 0; step < 2; ++step) {
-    adam.zero_grad();
-    backward(whole, 0, kBatch, step);
-    std::vector<torch::Tensor> flat;
-    for (const auto& p : whole.parameters()) flat.push_back(p.grad().reshape({-1}));
-    whole_grads.push_back(torch::cat(flat));
-    fused_adam_step(adam);
-  }
-  for (int64_t ranks : {2, 3}) {
-    for (bool rows : {true, false}) {
-      std::vector<std::unique_ptr<SpikingNetwork>> nets;
-      for (int64_t r = 0; r < ranks; ++r) nets.push_back(std::make_unique<SpikingNetwork>(c));
-      std::vector<std::string> grad_differences(static_cast<size_t>(ranks));
-      const auto errors = test::run_ranks(ranks, [&](dist::World& w) {
-        const SpikingNetwork& net = *nets[static_cast<size_t>(w.rank())];
-        ShardedAdam sharded(w, net, options, {});
-        const SampleRange share = batch_share(kBatch, w.rank(), w.size());
-        for (int step = 0; step < 2; ++step) {
-          sharded.begin_batch(rows);
-          backward(net, share.begin, share.end, step);
-          sharded.step();
-          // Adam's step does not change when a gradient is scaled: the
-          // gradients themselves are compared too.
-          const auto [begin, g] = sharded.gradient_slice();
-          const torch::Tensor want = whole_grads[static_cast<size_t>(step)].narrow(0, begin, g.numel());
-          if (rows && !torch::equal(g, want)) {
-            grad_differences[static_cast<size_t>(w.rank())] +=
-                " step " + std::to_string(step) + ": " + std::to_string(g.ne(want).sum().item<int64_t>()) +
-                " of " + std::to_string(g.numel()) + " differ";
+  for (int calls : {1, 2}) {
+    SpikingNetwork whole(c);
+    torch::optim::Adam adam(whole.parameters(), options);
+    std::vector<torch::Tensor> whole_grads;  // per step, flattened
+    for (int step = 0; step < 2; ++step) {
+      adam.zero_grad();
+      backward(whole, 0, kBatch, step, calls);
+      std::vector<torch::Tensor> flat;
+      for (const auto& p : whole.parameters()) flat.push_back(p.grad().reshape({-1}));
+      whole_grads.push_back(torch::cat(flat));
+      fused_adam_step(adam);
+    }
+    for (int64_t ranks : {2, 3}) {
+      for (bool rows : {true, false}) {
+        std::vector<std::unique_ptr<SpikingNetwork>> nets;
+        for (int64_t r = 0; r < ranks; ++r) nets.push_back(std::make_unique<SpikingNetwork>(c));
+        std::vector<std::string> grad_differences(static_cast<size_t>(ranks));
+        const auto errors = test::run_ranks(ranks, [&](dist::World& w) {
+          const SpikingNetwork& net = *nets[static_cast<size_t>(w.rank())];
+          ShardedAdam sharded(w, net, options, {});
+          const SampleRange share = batch_share(kBatch, w.rank(), w.size());
+          for (int step = 0; step < 2; ++step) {
+            sharded.begin_batch(rows, kSteps);
+            backward(net, share.begin, share.end, step, calls);
+            sharded.step();
+            if (sharded.last_row_layers() != (rows ? 2 : 0)) {
+              grad_differences[static_cast<size_t>(w.rank())] +=
+                  " step " + std::to_string(step) + ": " + std::to_string(sharded.last_row_layers()) + " layers from rows";
+            }
+            // Adam's step does not change when a gradient is scaled: the
+            // gradients themselves are compared too.
+            const auto [begin, g] = sharded.gradient_slice();
+            const torch::Tensor want = whole_grads[static_cast<size_t>(step)].narrow(0, begin, g.numel());
+            if (rows && !torch::equal(g, want)) {
+              grad_differences[static_cast<size_t>(w.rank())] +=
+                  " step " + std::to_string(step) + ": " + std::to_string(g.ne(want).sum().item<int64_t>()) +
+                  " of " + std::to_string(g.numel()) + " differ";
+            }
+          }
+        });
+        for (const auto& e : errors) EXPECT_EQ(e, "");
+        for (int64_t r = 0; r < ranks; ++r) {
+          EXPECT_EQ(grad_differences[static_cast<size_t>(r)], "")
+              << ranks << " ranks, rank " << r << "'s gradient, " << calls << " calls a step";
+        }
+        bool all_equal = true;
+        for (int64_t r = 0; r < ranks; ++r) {
+          const auto a = nets[static_cast<size_t>(r)]->parameters(), b = whole.parameters();
+          for (size_t k = 0; k < a.size(); ++k) {
+            const bool same = torch::equal(a[k], b[k]);
+            all_equal = all_equal && same;
+            if (rows) {
+              EXPECT_TRUE(same) << ranks << " ranks, rank " << r << ", parameter " << k << ": max difference "
+                                << (a[k] - b[k]).abs().max().item<double>();
+            }
           }
         }
-      });
-      for (const auto& e : errors) EXPECT_EQ(e, "");
-      for (int64_t r = 0; r < ranks; ++r) {
-        EXPECT_EQ(grad_differences[static_cast<size_t>(r)], "") << ranks << " ranks, rank " << r << "'s gradient";
+        // Without the rows, the ranks' sums added associate differently: the
+        // comparison above can fail.
+        if (!rows) EXPECT_FALSE(all_equal) << ranks << " ranks, " << calls << " calls a step";
       }
-      bool all_equal = true;
-      for (int64_t r = 0; r < ranks; ++r) {
-        const auto a = nets[static_cast<size_t>(r)]->parameters(), b = whole.parameters();
-        for (size_t k = 0; k < a.size(); ++k) {
-          const bool same = torch::equal(a[k], b[k]);
-          all_equal = all_equal && same;
-          if (rows) {
-            EXPECT_TRUE(same) << ranks << " ranks, rank " << r << ", parameter " << k << ": max difference "
-                              << (a[k] - b[k]).abs().max().item<double>();
-          }
-        }
-      }
-      // Without the rows, the ranks' sums added associate differently: the
-      // comparison above can fail.
-      if (!rows) EXPECT_FALSE(all_equal) << ranks << " ranks";
     }
   }
 }

@@ -25,12 +25,15 @@ struct CoreBinding {
 };
 
 /// A collective (every rank calls it once): where L ranks share this
-/// machine, each running `threads` threads, all started on the same C
-/// cores (their affinity mask) with L * threads <= C, binds every thread
-/// of this process (and so the threads it starts later) to the mask's
-/// cores [l * threads, (l + 1) * threads), l its local rank. Otherwise it
-/// changes nothing and says why (one rank here; masks that differ, as a
-/// launcher that binds leaves them; more threads than cores). Linux only.
+/// machine (same hostname and boot), each running `threads` threads, all
+/// started on the same C cores (their affinity mask), and L * threads = C
+/// (the run fills the machine, as a job given a machine does), binds every
+/// thread of this process (and so the threads it starts later) to the
+/// mask's cores [l * threads, (l + 1) * threads), l its local rank.
+/// Otherwise it changes nothing and says why: one rank here; masks that
+/// differ (a launcher that binds leaves them so); more threads than cores;
+/// fewer (other work may share the machine, and binding every job from
+/// its first core would pile them onto the same cores). Linux only.
 CoreBinding bind_to_cores(World& world, int64_t threads);
 
 /// "each rank on its own core (2 ranks on this machine)", or "not bound: ...".

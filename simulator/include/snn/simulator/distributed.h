@@ -77,8 +77,19 @@ class ShardedAdam {
   void set_lr(double lr);
   /// Before a batch's backward pass: whether every rank has samples in it
   /// (only then do the layers' backward calls exchange rows, a collective
-  /// that a rank without samples would not join).
-  void begin_batch(bool every_rank_has_samples);
+  /// that a rank without samples would not join), and its time steps (what
+  /// a layer's calls in one step add up to, for the choice between rows
+  /// and sums). Until the next begin_batch(), step() turns the exchange off.
+  void begin_batch(bool every_rank_has_samples, int64_t steps);
+  /// The Linear layers whose gradient the last step() took from exchanged
+  /// rows, and those that can exchange rows.
+  int64_t last_row_layers() const { return last_row_layers_; }
+  int64_t row_layers() const { return static_cast<int64_t>(rows_layers_.size()); }
+  /// What begin_batch() says of the batch (the layers' exchanges read it).
+  struct Batch {
+    bool every_rank_has_samples = false;
+    int64_t steps = 1;
+  };
   /// One optimizer step on every rank (a collective; see the class comment).
   void step();
   /// The gradient the last step() gave Adam: this rank's slice of the
@@ -104,7 +115,8 @@ class ShardedAdam {
   std::vector<torch::Tensor> params_;
   std::vector<int64_t> offsets_;  // each parameter's first element in the flat order; then the total
   std::vector<RowsLayer> rows_layers_;
-  std::shared_ptr<bool> rows_enabled_ = std::make_shared<bool>(false);
+  std::shared_ptr<Batch> batch_ = std::make_shared<Batch>();
+  int64_t last_row_layers_ = 0;
   std::vector<int64_t> split_;  // elements per rank's slice
   int64_t begin_ = 0;           // this rank's first element
   torch::Tensor shard_;         // this rank's slice of the parameters (a leaf)

@@ -91,6 +91,9 @@ struct EpochStats {
   int64_t optimizer_steps = 0;
   double optimizer_seconds = 0;
   double optimizer_exchange_seconds = 0;
+  /// Data-parallel: of the Linear layers that can (row_layers), those whose
+  /// gradient the epoch's last step summed from exchanged rows.
+  int64_t row_layers = 0, last_row_layers = 0;
 };
 
 /// Adam's state for one parameter (what a resumed run needs to continue
