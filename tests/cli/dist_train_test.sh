@@ -64,6 +64,10 @@ for world in 2 3; do
   grep -q "1 threads per rank, $world ranks (batches of 32 split among them)" "$tmp/lif$world.0.out" && ok ||
     fail "$world ranks: no ranks in: $(head -1 "$tmp/lif$world.0.out")"
   [[ ! -s "$tmp/lif$world.1.out" ]] && ok || fail "$world ranks: rank 1 printed: $(cat "$tmp/lif$world.1.out")"
+  # Both layers' gradients came from exchanged rows (spikes and gradient
+  # columns cost fewer bytes than the sums here): one process's by construction.
+  grep -q "^optimizer: .*; 2 of 2 Linear layers summed from exchanged rows (rank 0)$" "$tmp/lif$world.0.out" && ok ||
+    fail "$world ranks: $(grep optimizer "$tmp/lif$world.0.out")"
 done
 
 # PLIF, cross-entropy, shifted images: more terms meet in each gradient.
