@@ -6,7 +6,7 @@
 /// exchange threads wake on the core where another rank computes, and
 /// caches are lost at each move. On the 2-core machine this project is
 /// measured on, binding two 1-thread ranks to a core each made a
-/// data-parallel training epoch 1.3x faster (docs/DISTRIBUTED.md).
+/// data-parallel training epoch 1.2-1.3x faster (docs/DISTRIBUTED.md).
 
 #include <cstdint>
 #include <string>
