@@ -7,6 +7,9 @@ N ranks on 127.0.0.1 (--world-size/--rank/--master), every process with
 --threads 1, so N ranks use N cores. Efficiency = t(1) / (N t(N)): 1.0 is
 perfect scaling. The communication share is the ranks' own measure (time
 inside exchanges, waiting for slower ranks included) over the epoch's time.
+The ranks' training also runs with --cpu-bind none in every round, for the
+gain of binding them to cores of their own (which snnsim does where they
+fill the machine, as N = 2 ranks of 1 thread do on 2 cores).
 
 Then, on paper, the efficiency a cluster would get. In each training step a
 rank exchanges, for each Linear layer, its input rows (spikes: a bit each)
