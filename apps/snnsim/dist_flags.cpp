@@ -40,9 +40,9 @@ void add_dist_flags(CLI::App* cmd, DistFlags& f, bool pipeline) {
       ->capture_default_str()
       ->check(number_above(0));
   cmd->add_option("--cpu-bind", f.cpu_bind,
-                  "cores: the ranks that share a machine each run on cores of their own, where their threads fit "
-                  "(faster: no thread moves between cores); none: leave placement to the system (or to a launcher "
-                  "that binds, such as srun --cpu-bind)")
+                  "cores: the ranks that share a machine each run on cores of their own where their threads fill "
+                  "its cores exactly (faster: no thread moves between cores); none: leave placement to the system "
+                  "(or to a launcher that binds, such as srun --cpu-bind)")
       ->capture_default_str()
       ->check(CLI::IsMember({"cores", "none"}));
 }

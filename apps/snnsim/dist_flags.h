@@ -38,9 +38,9 @@ std::optional<dist::WorldOptions> world_options(const DistFlags& flags, const st
 dist::World& join_world(const dist::WorldOptions& options);
 
 /// --cpu-bind: binds this rank's threads (`threads` of them) to cores of
-/// its own where the ranks sharing its machine fit (snn::dist::
-/// bind_to_cores; a collective), and returns the "cores: ..." line that
-/// says what was done.
+/// its own where the ranks sharing its machine fill its cores exactly
+/// (snn::dist::bind_to_cores; a collective), and returns the "cores: ..."
+/// line that says what was done.
 std::string bind_cores(const DistFlags& flags, dist::World& world, int64_t threads);
 
 /// Leaves the run (main() does, before static destruction): closes the

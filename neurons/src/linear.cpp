@@ -931,7 +931,8 @@ void LinearImpl::restart_grad_sums() {
 
 void LinearImpl::exchange_grad_rows(std::shared_ptr<GradRowsExchange> rows) {
   if (!grad_sums_ || (rows && !grad_sums_->sums_only)) {
-    throw Error("exchange_grad_rows: this snn::Linear keeps no gradient sums only (keep_grad_sums_only)");
+    throw Error("exchange_grad_rows: this snn::Linear does not keep its gradients as sums only "
+                "(keep_grad_sums_only(true) first)");
   }
   grad_sums_->rows = std::move(rows);
   grad_sums_->rows_current = false;

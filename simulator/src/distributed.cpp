@@ -141,7 +141,9 @@ template <typename T>
 bool zeros_and_ones(const T* x, int64_t n) {
   for (int64_t i0 = 0; i0 < n; i0 += 4096) {
     int other = 0;
-    for (int64_t i = i0; i < std::min(n, i0 + 4096); ++i) other |= static_cast<int>(x[i] != T(0)) & static_cast<int>(x[i] != T(1));
+    for (int64_t i = i0; i < std::min(n, i0 + 4096); ++i) {
+      other |= static_cast<int>(x[i] != T(0)) & static_cast<int>(x[i] != T(1));
+    }
     if (other != 0) return false;
   }
   return true;
@@ -189,9 +191,6 @@ class RowsOverRanks : public GradRowsExchange {
     mode_ = Mode::kUndecided;
     calls_ = 0;
   }
-
-  /// Whether this step's gradient came through the exchange.
-  bool used() const { return mode_ == Mode::kRows; }
 
   std::pair<torch::Tensor, torch::Tensor> gather(const torch::Tensor& x2, const torch::Tensor& gy_in,
                                                  int64_t steps) override {
@@ -404,7 +403,8 @@ void ShardedAdam::add_row_exchanges() {
     for (int64_t r = 0; r < W; ++r) {
       const int64_t s0 = batch_share(offsets_.back(), r, W).begin, s1 = batch_share(offsets_.back(), r, W).end;
       const int64_t lo = std::max(s0, offsets_[w]) - offsets_[w], hi = std::min(s1, offsets_[w + 1]) - offsets_[w];
-      columns.emplace_back(lo < hi ? std::make_pair(lo / in, (hi + in - 1) / in) : std::make_pair<int64_t, int64_t>(0, 0));
+      columns.emplace_back(lo < hi ? std::make_pair(lo / in, (hi + in - 1) / in)
+                                   : std::make_pair<int64_t, int64_t>(0, 0));
     }
     RowsLayer layer;
     layer.fc = fc;
@@ -478,7 +478,10 @@ void ShardedAdam::step() {
   for (int64_t r = 0, s0 = 0; r < W; s0 += split_[static_cast<size_t>(r)], ++r) {
     const int64_t s1 = s0 + split_[static_cast<size_t>(r)];
     for (size_t i = 0; i < params_.size(); ++i) {
-      if (include[i]) split_other[static_cast<size_t>(r)] += std::max<int64_t>(0, std::min(s1, offsets_[i + 1]) - std::max(s0, offsets_[i]));
+      if (include[i]) {
+        split_other[static_cast<size_t>(r)] +=
+            std::max<int64_t>(0, std::min(s1, offsets_[i + 1]) - std::max(s0, offsets_[i]));
+      }
     }
   }
   // Rank r's slice of every rank's gradient, added in rank order (no

@@ -310,7 +310,8 @@ TEST(Cores, RanksSharingAMachineGetCoresOfTheirOwnWhereTheirThreadsFit) {
   const int64_t n = static_cast<int64_t>(cpus.size());
   for (const int64_t threads : {int64_t(1), n, std::max<int64_t>(1, n / 2)}) {
     std::vector<CoreBinding> got(2);
-    const auto errors = test::run_ranks(2, [&](World& w) { got[static_cast<size_t>(w.rank())] = bind_to_cores(w, threads); });
+    const auto errors =
+        test::run_ranks(2, [&](World& w) { got[static_cast<size_t>(w.rank())] = bind_to_cores(w, threads); });
     restore();
     for (const auto& e : errors) EXPECT_EQ(e, "");
     for (int64_t r = 0; r < 2; ++r) {
@@ -321,15 +322,18 @@ TEST(Cores, RanksSharingAMachineGetCoresOfTheirOwnWhereTheirThreadsFit) {
       if (2 * threads == n) {
         std::vector<int> mine(cpus.begin() + r * threads, cpus.begin() + (r + 1) * threads);
         EXPECT_EQ(b.cores, mine) << "rank " << r;
-        EXPECT_EQ(describe(b, threads), threads == 1 ? "each rank on a core of its own (2 ranks on this machine)"
-                                                     : "each rank on " + t + " cores of its own (2 ranks on this machine)");
+        EXPECT_EQ(describe(b, threads),
+                  threads == 1 ? "each rank on a core of its own (2 ranks on this machine)"
+                               : "each rank on " + t + " cores of its own (2 ranks on this machine)");
       } else if (2 * threads > n) {
         EXPECT_TRUE(b.cores.empty()) << "rank " << r;
-        EXPECT_EQ(describe(b, threads), "not bound (more threads than cores: 2 ranks of " + t + " threads, " + c + " cores)");
+        EXPECT_EQ(describe(b, threads),
+                  "not bound (more threads than cores: 2 ranks of " + t + " threads, " + c + " cores)");
       } else {
         EXPECT_TRUE(b.cores.empty()) << "rank " << r;
         EXPECT_EQ(describe(b, threads),
-                  "not bound (2 ranks of " + t + " threads leave cores free (" + c + " cores): the system places them)");
+                  "not bound (2 ranks of " + t + " threads leave cores free (" + c +
+                      " cores): the system places them)");
       }
     }
   }

@@ -120,8 +120,9 @@ TEST(ShardedAdam, ExchangedRowsGiveOneProcesssStepBitForBit) {
   // The whole batch's inputs and output gradients, [steps, batch, features].
   torch::manual_seed(3);
   const torch::Tensor x0 = torch::rand({kSteps, kBatch, 37}).lt(0.3);
-  const torch::Tensor x1 = (torch::randn({kSteps, kBatch, 40}) * torch::exp2(torch::randint(-20, 20, {kSteps, kBatch, 40})))
-                               .masked_fill_(torch::rand({kSteps, kBatch, 40}).lt(0.2), 0.0);
+  const torch::Tensor x1 =
+      (torch::randn({kSteps, kBatch, 40}) * torch::exp2(torch::randint(-20, 20, {kSteps, kBatch, 40})))
+          .masked_fill_(torch::rand({kSteps, kBatch, 40}).lt(0.2), 0.0);
   // Two optimizer steps with different output gradients: Adam's first step
   // moves every weight by the learning rate times the gradient's sign alone.
   std::vector<torch::Tensor> g0, g1;
@@ -178,7 +179,8 @@ TEST(ShardedAdam, ExchangedRowsGiveOneProcesssStepBitForBit) {
             sharded.step();
             if (sharded.last_row_layers() != (rows ? 2 : 0)) {
               grad_differences[static_cast<size_t>(w.rank())] +=
-                  " step " + std::to_string(step) + ": " + std::to_string(sharded.last_row_layers()) + " layers from rows";
+                  " step " + std::to_string(step) + ": " + std::to_string(sharded.last_row_layers()) +
+                  " layers from rows";
             }
             // Adam's step does not change when a gradient is scaled: the
             // gradients themselves are compared too.

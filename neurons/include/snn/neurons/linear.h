@@ -132,17 +132,6 @@ class KernelTrial {
   size_t timed_ = 0;  // the bin of the call being timed
 };
 
-/// Double-precision running sums of one layer's parameter gradients across
-/// backward calls (see the file comment). `weight_t` is [in, out] (rows
-/// are inputs: the event-driven accumulation writes contiguous rows);
-/// `written_*` are the gradient tensors last published and their versions,
-/// so that a gradient reset or changed by someone else (zero_grad, a user)
-/// restarts the sums from its value. Unless `sums_only`
-/// (LinearImpl::keep_grad_sums_only): then .grad is neither written nor
-/// read, and the sums restart from zero at the first backward call after
-/// LinearImpl::restart_grad_sums() (`restart`).
-struct LinearGradSums;
-
 /// Data-parallel training's other way to a layer's gradient (what
 /// snn::ShardedAdam gives a layer through LinearImpl::exchange_grad_rows).
 /// Exchanging gradient sums moves 8 bytes per weight per rank and adds the
@@ -167,6 +156,15 @@ class GradRowsExchange {
   virtual std::pair<int64_t, int64_t> columns() const = 0;
 };
 
+/// Double-precision running sums of one layer's parameter gradients across
+/// backward calls (see the file comment). `weight_t` is [in, out] (rows
+/// are inputs: the event-driven accumulation writes contiguous rows);
+/// `written_*` are the gradient tensors last published and their versions,
+/// so that a gradient reset or changed by someone else (zero_grad, a user)
+/// restarts the sums from its value. Unless `sums_only`
+/// (LinearImpl::keep_grad_sums_only): then .grad is neither written nor
+/// read, and the sums restart from zero at the first backward call after
+/// LinearImpl::restart_grad_sums() (`restart`).
 struct LinearGradSums : torch::CustomClassHolder {
   torch::Tensor weight_t, bias;
   torch::Tensor written_weight, written_bias;
