@@ -20,7 +20,7 @@ namespace snn::dist {
 struct CoreBinding {
   std::vector<int> cores;   ///< the cores this process's threads now run on (empty: left as they were)
   std::string reason;       ///< why they were left, where they were
-  int64_t local_rank = 0;   ///< this rank's place among the ranks on its machine (same hostname)
+  int64_t local_rank = 0;   ///< this rank's place among the ranks on its machine (same hostname and boot)
   int64_t local_ranks = 1;  ///< ranks on this machine
 };
 
@@ -36,7 +36,8 @@ struct CoreBinding {
 /// its first core would pile them onto the same cores). Linux only.
 CoreBinding bind_to_cores(World& world, int64_t threads);
 
-/// "each rank on its own core (2 ranks on this machine)", or "not bound: ...".
+/// "each rank on a core of its own (2 ranks on this machine)", or "not
+/// bound (REASON)".
 std::string describe(const CoreBinding& binding, int64_t threads);
 
 }  // namespace snn::dist
