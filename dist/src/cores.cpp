@@ -10,7 +10,6 @@
 #include <filesystem>
 #include <functional>
 
-#include <unistd.h>
 #ifdef __linux__
 #include <sched.h>
 #endif
@@ -33,9 +32,7 @@ CoreBinding bind_to_cores(World& world, int64_t threads) {
   CoreBinding b;
   // This machine (hostname and boot: containers on two hosts may share a
   // hostname) and the cores this process may run on, from every rank.
-  char host[256] = {};
-  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "unknown host");
-  const std::string machine = std::string(host) + "/" + read_first_line("/proc/sys/kernel/random/boot_id");
+  const std::string machine = host_name() + "/" + read_first_line("/proc/sys/kernel/random/boot_id");
   std::vector<int> cpus;
 #ifdef __linux__
   cpu_set_t mask;

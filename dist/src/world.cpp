@@ -105,6 +105,12 @@ std::string WorldOptions::describe() const {
   return fmt::format("rank {} of {} at {}:{}", rank, world_size, master_addr, master_port);
 }
 
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown host";
+  return name;
+}
+
 std::optional<WorldOptions> options_from_environment() {
   const char* world = std::getenv("WORLD_SIZE");
   if (!world) return std::nullopt;
@@ -326,12 +332,6 @@ struct World::State {
     return fmt::format("rank {}: {} of the {} ranks did not arrive at {} within {} s (rank {} missing): start every "
                        "rank with the same --master and world size",
                        o.rank, names.substr(0, bar), o.world_size, where, o.timeout_s, names.substr(bar + 1));
-  }
-
-  static std::string host_name() {
-    char name[256] = {};
-    if (::gethostname(name, sizeof(name) - 1) != 0) return "unknown host";
-    return name;
   }
 
   void make_group() {

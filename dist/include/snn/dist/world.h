@@ -70,6 +70,9 @@ struct WorldOptions {
 /// not a whole number or RANK is missing.
 std::optional<WorldOptions> options_from_environment();
 
+/// This machine's hostname ("unknown host" where it cannot be read).
+std::string host_name();
+
 /// "HOST:PORT" (or "[v6]:PORT") into options.master_addr and master_port;
 /// throws snn::Error naming `text` otherwise.
 void parse_master(const std::string& text, WorldOptions& options);
