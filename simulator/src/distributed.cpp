@@ -455,8 +455,7 @@ void ShardedAdam::step() {
   // others give zeros, which add exactly).
   std::vector<char> include(params_.size(), 1);
   std::vector<torch::Tensor> overrides(params_.size());
-  std::vector<torch::Tensor> weight_sums(params_.size());  // [in, columns] double
-  std::vector<int64_t> first_column(params_.size(), 0);
+  std::vector<torch::Tensor> weight_sums(params_.size());  // [in, columns] double, from the layer's first column
   last_row_layers_ = 0;
   for (const auto& layer : rows_layers_) {
     const auto [sw, sb] = layer.fc->exchanged_grad_sums();
@@ -464,7 +463,6 @@ void ShardedAdam::step() {
     ++last_row_layers_;
     include[layer.weight] = 0;
     weight_sums[layer.weight] = sw;
-    first_column[layer.weight] = layer.exchange->columns().first;
     if (sb.defined()) {
       torch::Tensor b = torch::zeros({params_[layer.bias].numel()}, torch::kDouble);
       const int64_t c0 = layer.exchange->columns().first;
@@ -510,13 +508,12 @@ void ShardedAdam::step() {
       taken += hi - lo;
       continue;
     }
-    // A weight's rows [o0, o1) from its transposed sums (columns from c0).
+    // The weight rows [o0, o1) this slice touches are the layer's columns
+    // for this rank (add_row_exchanges): its transposed sums, whole.
     const torch::Tensor& sw = weight_sums[i];
-    const int64_t in = sw.size(0), c0 = first_column[i];
-    const int64_t o0 = (lo - offsets_[i]) / in, o1 = (hi - offsets_[i] + in - 1) / in;
-    torch::Tensor rows = torch::empty({o1 - o0, in}, grad.options());
-    const torch::Tensor part = (o0 == c0 && o1 - o0 == sw.size(1)) ? sw : sw.narrow(1, o0 - c0, o1 - o0).contiguous();
-    functional::round_transposed(part, rows);
+    const int64_t in = sw.size(0), o0 = (lo - offsets_[i]) / in;
+    torch::Tensor rows = torch::empty({sw.size(1), in}, grad.options());
+    functional::round_transposed(sw, rows);
     place.copy_(rows.reshape({-1}).narrow(0, lo - offsets_[i] - o0 * in, hi - lo));
   }
   shard_.mutable_grad() = grad;
