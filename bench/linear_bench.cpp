@@ -6,7 +6,10 @@
 // over the faster of the two kernels (the target is <= 1.2 everywhere).
 // Then both kernels of a 784-1024 layer on each build of the CPU loops this
 // machine can run (baseline, AVX2, AVX-512; identical results), as ratios
-// to the default build in the same run.
+// to the default build in the same run. The event-driven kernels' bound is
+// the core's rate of float additions (their fixed-order sums are one
+// addition per spike and output, no fused multiply-add): it is measured
+// too, and the spike tables give each kernel's additions as a fraction of it.
 //
 //   linear_bench [--threads N] [--rows R] [--reps R]
 
@@ -21,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include <immintrin.h>
+
 #include "best_of.h"
 #include "snn/core/cpu_isa.h"
 #include "snn/core/frozen_weights.h"
@@ -28,6 +33,65 @@
 #include "snn/simulator/torch_config.h"
 
 using snn::bench::seconds_best_of;
+
+namespace {
+
+// Float additions per second of one core at a vector width: 16 independent
+// sums in registers (enough to cover the adds' latency on every x86 core
+// seen), each adding a constant kSteps times; the best of 3. The empty asm
+// keeps the sums in registers and stops the compiler from merging them. One
+// definition per vector width, each compiled for its instruction set (a
+// template would be compiled for the baseline).
+constexpr long kSteps = 4'000'000;
+#define SNN_ADDITIONS_PER_SECOND(NAME, TARGET, V, SPLAT, ADD)                                              \
+  __attribute__((target(TARGET))) double NAME() {                                                            \
+    V a0 = SPLAT(0.f), a1 = SPLAT(1.f), a2 = SPLAT(2.f), a3 = SPLAT(3.f), a4 = SPLAT(4.f), a5 = SPLAT(5.f);      \
+    V a6 = SPLAT(6.f), a7 = SPLAT(7.f), a8 = SPLAT(8.f), a9 = SPLAT(9.f), a10 = SPLAT(10.f), a11 = SPLAT(11.f);  \
+    V a12 = SPLAT(12.f), a13 = SPLAT(13.f), a14 = SPLAT(14.f), a15 = SPLAT(15.f);                              \
+    const V w = SPLAT(1e-30f);                                                                               \
+    double best = 1e30;                                                                                      \
+    for (int r = 0; r < 3; ++r) {                                                                            \
+      const auto t0 = std::chrono::steady_clock::now();                                                      \
+      for (long i = 0; i < kSteps; ++i) {                                                                    \
+        a0 = ADD(a0, w), a1 = ADD(a1, w), a2 = ADD(a2, w), a3 = ADD(a3, w), a4 = ADD(a4, w);                 \
+        a5 = ADD(a5, w), a6 = ADD(a6, w), a7 = ADD(a7, w), a8 = ADD(a8, w), a9 = ADD(a9, w);                 \
+        a10 = ADD(a10, w), a11 = ADD(a11, w), a12 = ADD(a12, w), a13 = ADD(a13, w), a14 = ADD(a14, w);       \
+        a15 = ADD(a15, w);                                                                                   \
+        asm volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5), "+v"(a6), "+v"(a7));  \
+        asm volatile("" : "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11), "+v"(a12), "+v"(a13), "+v"(a14),         \
+                     "+v"(a15));                                                                             \
+      }                                                                                                      \
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()); \
+    }                                                                                                        \
+    const V sum = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));                          \
+    const V sum2 = ADD(ADD(ADD(a8, a9), ADD(a10, a11)), ADD(ADD(a12, a13), ADD(a14, a15)));                  \
+    float sink[sizeof(V) / sizeof(float)];                                                                   \
+    std::memcpy(sink, &sum, sizeof sink);                                                                    \
+    volatile float keep = sink[0];                                                                           \
+    std::memcpy(sink, &sum2, sizeof sink);                                                                   \
+    keep = sink[0];                                                                                          \
+    (void)keep;                                                                                              \
+    return 16.0 * kSteps * (sizeof(V) / sizeof(float)) / best;                                               \
+  }
+SNN_ADDITIONS_PER_SECOND(avx512_additions_per_second, "avx512f", __m512, _mm512_set1_ps, _mm512_add_ps)
+SNN_ADDITIONS_PER_SECOND(avx2_additions_per_second, "avx2", __m256, _mm256_set1_ps, _mm256_add_ps)
+SNN_ADDITIONS_PER_SECOND(sse_additions_per_second, "sse2", __m128, _mm_set1_ps, _mm_add_ps)
+#undef SNN_ADDITIONS_PER_SECOND
+
+// The peak for the build of the CPU loops that runs.
+double peak_additions_per_second() {
+  switch (snn::cpu_loops()) {
+    case snn::CpuLoops::kAvx512:
+      return avx512_additions_per_second();
+    case snn::CpuLoops::kAvx2:
+      return avx2_additions_per_second();
+    case snn::CpuLoops::kBaseline:
+      break;
+  }
+  return sse_additions_per_second();
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int threads = 1;
@@ -99,7 +163,11 @@ int main(int argc, char** argv) {
   std::printf("\nbool spikes [T = %lld, B = 32, in] by forward_steps and forward (a sample's steps together) and "
               "by forward on [T B, in] (row by row); microseconds per row\n",
               static_cast<long long>(std::max<int64_t>(1, rows / 32)));
-  std::printf("%5s %5s %-22s %9s %9s %9s %10s\n", "in", "out", "spikes", "steps", "forward", "rows", "rows/steps");
+  const double peak = peak_additions_per_second();
+  std::printf("(adds/peak: forward_steps' float additions, one per spike and output, per second over this core's "
+              "peak of %.3g)\n", peak);
+  std::printf("%5s %5s %-22s %9s %9s %9s %10s %9s\n", "in", "out", "spikes", "steps", "forward", "rows", "rows/steps",
+              "adds/peak");
   for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{784, 1024}, {1024, 1024}}) {
     torch::manual_seed(0);
     snn::Linear fc(snn::LinearOptions(in, out).path(snn::LinearPath::kEvent));
@@ -127,9 +195,10 @@ int main(int argc, char** argv) {
                      static_cast<long long>(in), static_cast<long long>(out), name.c_str());
         return 1;
       }
-      std::printf("%5lld %5lld %-22s %9.3f %9.3f %9.3f %10.2f\n", static_cast<long long>(in),
+      const double additions = x.sum().item<double>() * static_cast<double>(out);
+      std::printf("%5lld %5lld %-22s %9.3f %9.3f %9.3f %10.2f %9.2f\n", static_cast<long long>(in),
                   static_cast<long long>(out), name.c_str(), t[0] / (T * B) * 1e6, t[1] / (T * B) * 1e6,
-                  t[2] / (T * B) * 1e6, t[2] / t[0]);
+                  t[2] / (T * B) * 1e6, t[2] / t[0], additions / t[0] / peak);
     }
   }
 
