@@ -54,13 +54,12 @@ std::optional<dist::WorldOptions> world_options(const DistFlags& f, const std::v
     o = dist::WorldOptions{};
     o->world_size = f.world_size;
     o->rank = f.rank;
-    if (!f.master.empty()) dist::parse_master(f.master, *o);
+    if (has("--master")) dist::parse_master(f.master, *o);  // (an empty one too: it names no store)
   } else {
     for (const char* flag : {"--rank", "--master"}) {
       if (has(flag)) throw Error(std::string(flag) + " needs --world-size (the run's number of processes)");
     }
     o = dist::options_from_environment();
-    if (o && !f.master.empty()) dist::parse_master(f.master, *o);
   }
   if (!o) return std::nullopt;
   o->timeout_s = f.timeout_s;

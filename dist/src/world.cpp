@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -90,7 +91,9 @@ int64_t env_whole(const char* name, const char* text) {
 }  // namespace
 
 void WorldOptions::validate() const {
-  if (world_size < 1) throw Error(fmt::format("world size: expected >= 1 processes, got {}", world_size));
+  if (world_size < 1 || world_size > kMaxWorldSize) {
+    throw Error(fmt::format("world size: expected 1..{} processes, got {}", kMaxWorldSize, world_size));
+  }
   if (rank < 0 || rank >= world_size) {
     throw Error(fmt::format("rank {} is outside the run's {} ranks (0..{})", rank, world_size, world_size - 1));
   }
@@ -98,7 +101,10 @@ void WorldOptions::validate() const {
     throw Error(fmt::format("master port {}: expected a TCP port in 1..65535", master_port));
   }
   if (master_addr.empty()) throw Error("master address: expected a host name or address, got ''");
-  if (!(timeout_s > 0)) throw Error(fmt::format("timeout: expected > 0 seconds, got {}", timeout_s));
+  if (!(timeout_s > 0 && timeout_s <= kMaxTimeout)) {
+    throw Error(fmt::format("timeout: expected more than 0 and at most {} seconds (a week), got {}", kMaxTimeout,
+                            timeout_s));
+  }
 }
 
 std::string WorldOptions::describe() const {
@@ -130,7 +136,11 @@ void parse_master(const std::string& text, WorldOptions& options) {
   const auto bad = [&] { return Error("--master: expected HOST:PORT (e.g. 127.0.0.1:29500), got '" + text + "'"); };
   if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) throw bad();
   std::string host = text.substr(0, colon);
-  if (host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  } else if (host.find(':') != std::string::npos) {
+    throw bad();  // "127.0.0.1:29500:1"; an IPv6 address goes in brackets
+  }
   const std::string port = text.substr(colon + 1);
   if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5) throw bad();
   options.master_addr = host;
@@ -358,7 +368,9 @@ void World::prepare_process() {
     // c10d logs a warning (with a stack trace) for every broken connection
     // before it throws; World turns each into one error that names the
     // rank, so c10's warnings would only repeat it, many lines long.
-    FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 2);  // errors only
+    // Its errors too: each is followed by the exception World turns into
+    // its one line, and comes with a stack trace of its own.
+    FLAGS_caffe2_log_level = std::max(FLAGS_caffe2_log_level, 3);  // fatal only
     // c10d's flight recorder (a trace of every collective for debugging
     // hangs, on by default; snnsim never reads it) adds each process group
     // to a process-wide std::map outside its mutex on the group's first
@@ -379,8 +391,41 @@ World::World(const WorldOptions& options, PeerFailure on_peer_failure) : s_(std:
   s_->o = options;
   s_->where = fmt::format("{}:{}", options.master_addr, options.master_port);
   s_->on_peer_failure = on_peer_failure ? std::move(on_peer_failure) : PeerFailure(default_peer_failure);
-  s_->connect();
-  s_->arrive();
+  {
+    // Once connected, c10d's client waits for the store's first answer with
+    // no deadline: where another program listens on the port and never
+    // answers, the rank would hang. Past the timeout and a margin (arrive()
+    // gives up by itself within 2 s of it), the watchdog ends the process
+    // with one line.
+    std::mutex m;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread watchdog([&] {
+      std::unique_lock<std::mutex> lock(m);
+      if (!cv.wait_for(lock, millis(options.timeout_s) + std::chrono::seconds(10), [&] { return done; })) {
+        s_->end_for_peer(fmt::format("rank {}: no answer from the run's store at {} within {} s: is another program "
+                                     "listening on that port? (choose another with --master HOST:PORT, or MASTER_PORT)",
+                                     options.rank, s_->where, options.timeout_s),
+                         2);
+      }
+    });
+    const auto stop = [&] {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        done = true;
+      }
+      cv.notify_one();
+      watchdog.join();
+    };
+    try {
+      s_->connect();
+      s_->arrive();
+    } catch (...) {
+      stop();
+      throw;
+    }
+    stop();
+  }
   try {
     s_->make_group();
   } catch (const std::exception& e) {

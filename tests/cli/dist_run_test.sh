@@ -199,4 +199,22 @@ expect_error "rank without world size" "--rank needs --world-size" "${run[@]}" -
 expect_error "bad --cpu-bind" "--cpu-bind: expected cores or none, got 'bogus'" "${run[@]}" --world-size 2 --rank 0 --cpu-bind bogus
 expect_error "rank outside" "rank 2 is outside the run's 2 ranks (0..1)" "${run[@]}" --world-size 2 --rank 2
 expect_error "bad master" "--master: expected HOST:PORT" "${run[@]}" --world-size 2 --rank 0 --master nohost
+expect_error "two ports" "--master: expected HOST:PORT" "${run[@]}" --world-size 2 --rank 0 --master 127.0.0.1:29500:1
+expect_error "empty master" "--master: expected HOST:PORT" "${run[@]}" --world-size 2 --rank 0 --master ""
+expect_error "huge world" "world size: expected 1..65536 processes, got 99999999999" "${run[@]}" --world-size 99999999999
+expect_error "huge timeout" "timeout: expected more than 0 and at most 604800 seconds" "${run[@]}" --world-size 2 --rank 0 \
+  --dist-timeout 1e300
+# Another program on the store's port that accepts the connection and never
+# answers: c10d's client would wait for ever; the rank ends with one line
+# after the timeout and a margin.
+port="$(free_port)"
+"$python" -c "import socket, sys, time
+s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(5); time.sleep(60)" "$port" &
+listener=$!
+sleep 1
+start=$SECONDS
+expect_error "silent store" "no answer from the run's store at 127.0.0.1:$port within 2 s" "${run[@]}" --world-size 2 \
+  --rank 1 --master "127.0.0.1:$port" --dist-timeout 2
+((SECONDS - start < 30)) && ok || fail "the silent store took $((SECONDS - start)) s to be named"
+kill "$listener" 2>/dev/null
 finish

@@ -57,8 +57,14 @@ struct WorldOptions {
 
   bool distributed() const { return world_size > 1; }
   /// Throws snn::Error naming the value: a rank outside [0, world_size), a
-  /// world size < 1, a port outside 1..65535, a timeout <= 0.
+  /// world size outside 1..kMaxWorldSize, a port outside 1..65535, a timeout
+  /// outside (0, kMaxTimeout] seconds.
   void validate() const;
+  /// Largest world size: Gloo's full mesh (a connection per pair of ranks)
+  /// and one rendezvous store do not reach further.
+  static constexpr int64_t kMaxWorldSize = 65536;
+  /// Longest timeout, seconds (a week): beyond it a wait is a hang.
+  static constexpr double kMaxTimeout = 7 * 24 * 3600.0;
   /// "rank 1 of 2 at 127.0.0.1:29500"
   std::string describe() const;
 };
