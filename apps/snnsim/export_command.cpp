@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "validators.h"
+#include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
 #include "snn/graph/nir_file.h"
 #include "snn/simulator/checkpoint.h"
@@ -36,6 +37,7 @@ Run add_export_command(CLI::App& app) {
   cmd->add_flag("--overwrite", f->overwrite, "Replace an existing --nir file");
   return [cmd, f] {
     if (!cmd->parsed()) return;
+    check_output_file(f->nir);
     struct stat st {};
     if (!f->overwrite && ::stat(f->nir.c_str(), &st) == 0) {
       throw Error("'" + f->nir + "' exists; pass --overwrite to replace it");

@@ -213,7 +213,11 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   const std::optional<dist::WorldOptions> world_opts = world_options(f.dist, given);
   dist::World* world = world_opts ? &join_world(*world_opts) : nullptr;
   const bool speaks = !world || world->rank() == 0;
+  if (f.checkpoint.empty() && std::find(given.begin(), given.end(), "--checkpoint") != given.end()) {
+    throw Error("--checkpoint: expected a file name, got ''");
+  }
   const std::string out_path = f.checkpoint.empty() ? (f.resume.empty() ? "snnsim-checkpoint.h5" : f.resume) : f.checkpoint;
+  if (speaks) check_output_file(out_path);
   // Only the checkpoint being continued may be replaced without --overwrite:
   // anything else at that path (an older training, a recording) is kept.
   struct stat st {};
@@ -489,6 +493,11 @@ void place_over_ranks(SpikingNetwork& net, const SimFlags& f, dist::World& world
 
 void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   const bool resuming = !f.resume.empty();
+  // Before the work: a --summary or --output that names a device, a FIFO or
+  // a link is refused now, not after the simulation.
+  for (const std::string* out : {&f.summary, &f.output}) {
+    if (!out->empty()) check_output_file(*out);
+  }
   const std::optional<dist::WorldOptions> world_opts = world_options(f.dist, given);
   const bool pipeline = f.dist.parallel == "pipeline";
   if (pipeline) {

@@ -45,6 +45,7 @@ void check_output(const std::string& path) {
   if (!path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     throw Error("--output '" + path + "' is a directory; give the name of a CSV file to write");
   }
+  if (!path.empty()) check_output_file(path);
 }
 
 bool is_nest_model(const std::string& model) { return model.rfind("iaf_", 0) == 0; }

@@ -84,6 +84,9 @@ void write_summary(const SimulateFlags& f, const populations::PopulationModel& m
 }
 
 void run_simulate(const SimulateFlags& f) {
+  for (const std::string* out : {&f.summary, &f.record}) {
+    if (!out->empty()) check_output_file(*out);
+  }
   std::vector<std::pair<std::string, std::string>> set;
   for (const auto& kv : f.set) {
     const auto eq = kv.find('=');
@@ -178,7 +181,7 @@ Run add_simulate_command(CLI::App& app) {
                   "Bin width in ms of --summary's synchrony (Golomb's chi): a whole number of steps (default: one "
                   "step, dt)");
   cmd->add_option("--duration", flags->duration, "Run length in ms (default: the file's)")
-      ->check(CLI::PositiveNumber);
+      ->check(number_above(0));
   cmd->add_option("--trials", flags->trials, "Independent trials simulated together (default: the file's)")
       ->check(whole_number(1, 4096));
   cmd->add_option("--seed", flags->seed, "Connectivity seed (default: the file's)")

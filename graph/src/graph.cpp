@@ -59,6 +59,12 @@ std::vector<int64_t> window_shape(const Node& n, const std::vector<int64_t>& in,
   for (int d = 0; d < 2; ++d) {
     const int64_t dil = conv ? n.dilation[d] : 1;
     const int64_t span = dil * (n.kernel_size[d] - 1) + 1;
+    // A pool's window must hold some of the input: LibTorch's rule, checked
+    // here so that the message names the node.
+    if (!conv && 2 * n.padding[d] > n.kernel_size[d]) {
+      fail("node '" + n.name + "' (" + to_string(n.kind) + "): padding " + shape_str(n.padding) +
+           " must be at most half the kernel " + shape_str(n.kernel_size));
+    }
     if (span > in[1 + d] + 2 * n.padding[d]) {
       fail("node '" + n.name + "': kernel " + shape_str(n.kernel_size) + (conv ? " (dilation " + shape_str(n.dilation) + ")" : "") +
            " is larger than the padded input " + shape_str(in) + " (padding " + shape_str(n.padding) + ")");

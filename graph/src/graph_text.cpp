@@ -1,12 +1,12 @@
 #include "snn/graph/graph_text.h"
 
-#include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
 #include "snn/core/error.h"
+#include "snn/core/text_file.h"
 #include "snn/graph/detail/text_document.h"
 
 namespace snn::graph {
@@ -86,15 +86,25 @@ struct JsonReader {
       fail(std::string("'") + key + "' must be " + type + ", got " + j.at(key).dump());
     }
   }
-  int64_t integer(const char* key) const { return get<int64_t>(key, "an integer"); }
+  // (json's get<int64_t> would truncate 2.5 to 2: a whole number is
+  // checked first.)
+  static bool whole(const json& v) { return v.is_number_integer(); }
+  int64_t integer(const char* key) const {
+    if (!whole(j.at(key))) fail(std::string("'") + key + "' must be an integer, got " + j.at(key).dump());
+    return j.at(key).get<int64_t>();
+  }
   double number(const char* key) const {
     if (!j.at(key).is_number()) fail(std::string("'") + key + "' must be a number, got " + j.at(key).dump());
     return j.at(key).get<double>();
   }
   bool boolean(const char* key) const { return get<bool>(key, "true or false"); }
   std::vector<int64_t> ints(const char* key) const {
-    if (j.at(key).is_number_integer()) return {j.at(key).get<int64_t>()};
-    return get<std::vector<int64_t>>(key, "an integer or a list of integers");
+    const json& v = j.at(key);
+    if (whole(v)) return {v.get<int64_t>()};
+    if (!v.is_array() || !std::all_of(v.begin(), v.end(), whole)) {
+      fail(std::string("'") + key + "' must be an integer or a list of integers, got " + v.dump());
+    }
+    return v.get<std::vector<int64_t>>();
   }
   // A neuron parameter: one number for every neuron, or a flat list with
   // one per neuron (in neuron-id order), as a float64 tensor.
@@ -266,10 +276,8 @@ Graph parse_graph_text(const std::string& text, const std::string& where) {
 }
 
 Graph read_graph_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("model '" + path + "': cannot open it");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_graph_text(text, "model '" + path + "'");
+  const std::string where = "model '" + path + "'";
+  return parse_graph_text(read_text_file(path, where), where);
 }
 
 std::string graph_to_json(const Graph& graph) {

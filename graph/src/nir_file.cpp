@@ -636,6 +636,7 @@ Graph read_nir(const std::string& path, std::optional<double> dt_arg) {
 }
 
 void write_nir(const std::string& path, const Graph& trained, double dt) {
+  check_output_file(path);
   if (!(dt > 0) || !std::isfinite(dt)) throw Error("NIR: dt must be a positive number of seconds, got " + std::to_string(dt));
   // NIR has neither BatchNorm nor Dropout: the inference network is written.
   std::vector<std::string> unfolded;

@@ -7,13 +7,13 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <fstream>
 #include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
 
 #include "snn/core/error.h"
+#include "snn/core/text_file.h"
 #include "snn/graph/detail/text_document.h"
 #include "snn/populations/quantity.h"
 
@@ -457,10 +457,8 @@ PopulationModel parse_population_model(const std::string& text, const std::strin
 
 PopulationModel read_population_model(const std::string& path,
                                       const std::vector<std::pair<std::string, std::string>>& set) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("model '" + path + "': cannot open it");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return parse_population_model(text, "model '" + path + "'", set);
+  const std::string where = "model '" + path + "'";
+  return parse_population_model(read_text_file(path, where), where, set);
 }
 
 }  // namespace snn::populations

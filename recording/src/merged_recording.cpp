@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "snn/core/atomic_file.h"
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
 #include "snn/recording/detail/open_read_only.h"
@@ -198,6 +199,7 @@ void write_merged_recording(const std::string& path, const std::vector<std::stri
   int64_t total = 0;
   for (const auto& p : parts) total += p.c.samples;
 
+  check_output_file(path);
   const std::string partial = path + ".partial";
   std::remove(partial.c_str());
   {

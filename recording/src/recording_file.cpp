@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "snn/core/atomic_file.h"
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
 #include "snn/recording/detail/open_read_only.h"
@@ -420,6 +421,7 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   s_->layout = std::move(layout);
   const RecordingLayout& L = s_->layout;
   validate(L);
+  check_output_file(s_->path);
   if (!overwrite && exists(s_->path)) {
     throw Error("recording '" + s_->path + "' exists; pass --overwrite to replace it");
   }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "snn/core/atomic_file.h"
 #include "snn/core/build_info.h"
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
@@ -116,6 +117,7 @@ TrainOptions training_from_json(const std::string& text, const std::string& path
 
 void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t epoch, const Trainer* trainer,
                      const CheckpointProvenance& provenance) {
+  check_output_file(path);
   QuietHdf5 quiet;
   const std::string tmp = path + ".partial";
   errno = 0;

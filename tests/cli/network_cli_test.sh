@@ -133,6 +133,37 @@ expect_error "layer recorded twice" "appears twice" run --checkpoint "$tmp/ck.h5
 expect_error "bad id" "is not a neuron id" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/r3.h5" --record hidden:x
 expect_error "record-v without output" "--record-v needs --output" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --record-v hidden:1
 
+# Outputs are written beside their target and renamed over it: a device, a
+# FIFO or a link there would be replaced by a file, so each is refused, before
+# the work, and left as it was.
+mknod "$tmp/dev" c 1 3 2>/dev/null || mkfifo "$tmp/dev"
+mkfifo "$tmp/fifo"
+ln -s "$tmp/ck.h5" "$tmp/link.h5"
+for out in dev fifo link.h5; do
+  expect_error "--summary $out" "'$tmp/$out' is a .*, not a regular file" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" \
+    --limit 10 --summary "$tmp/$out"
+  expect_error "--output $out" "'$tmp/$out' is a .*, not a regular file" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" \
+    --limit 10 --output "$tmp/$out" --overwrite
+  expect_error "--checkpoint $out" "'$tmp/$out' is a .*, not a regular file" train --data-dir "$fixture" --layers 784-8-10 \
+    --T 2 --epochs 1 --limit 10 --checkpoint "$tmp/$out" --overwrite
+done
+[[ -p "$tmp/fifo" && -L "$tmp/link.h5" && ( -c "$tmp/dev" || -p "$tmp/dev" ) ]] && ok || fail "an output replaced a device, FIFO or link"
+expect_error "empty --checkpoint" "--checkpoint: expected a file name, got ''" train --data-dir "$fixture" --layers 784-8-10 \
+  --T 2 --epochs 1 --limit 10 --checkpoint ""
+# A graph model: a folder, whole numbers given as fractions, a pool padded by
+# more than half its kernel.
+expect_error "model is a folder" "model '$tmp': is a directory, not a file" train --data-dir "$fixture" --model "$tmp"
+cnn="$(dirname "${BASH_SOURCE[0]}")/../../examples/graphs/mnist_cnn.toml"
+sed -e 's/^features = 32/features = 2.5/' "$cnn" >"$tmp/frac.toml"
+expect_error "fractional features" "node 'conv1': 'features' must be an integer, got 2.5" train --data-dir "$fixture" \
+  --model "$tmp/frac.toml" --limit 10
+sed -e 's/^shape = \[1, 28, 28\]/shape = [1.5, 28, 28]/' "$cnn" >"$tmp/frac_shape.toml"
+expect_error "fractional shape" "'shape' must be an integer or a list of integers" train --data-dir "$fixture" \
+  --model "$tmp/frac_shape.toml" --limit 10
+sed -e 's/^kernel_size = 2          # \[32, 14, 14\]/kernel_size = 2\npadding = 2/' "$cnn" >"$tmp/pad.toml"
+expect_error "pool padding" "node 'pool1' (MaxPool2d): padding \[2, 2\] must be at most half the kernel" train \
+  --data-dir "$fixture" --model "$tmp/pad.toml" --limit 10
+
 # --balance auto measures the layers, says what it chose, and changes nothing else.
 "$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --devices cpu,cpu --balance auto \
   --summary "$tmp/run3.json" >"$tmp/run3.out" 2>&1 || fail "auto-balanced run failed: $(cat "$tmp/run3.out")"

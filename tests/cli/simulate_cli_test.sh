@@ -170,6 +170,10 @@ assert int(b["resumed_at_sample"]) >= 2 and float(b["wall_time_s"]) > 0, dict(b)
 PY
 done
 expect_error "--resume without --record" "--resume continues a recording: name it with --record" simulate "$small" --resume
+expect_error "--duration nan" "--duration: expected a number > 0, got 'nan'" simulate "$small" --duration nan
+expect_error "model is a folder" "model '$tmp': is a directory, not a file" simulate "$tmp"
+mkfifo "$tmp/summary.fifo"
+expect_error "--summary a FIFO" "'$tmp/summary.fifo' is a FIFO, not a regular file" simulate "$small" --summary "$tmp/summary.fifo"
 expect_error "--resume with --overwrite" "--resume continues the recording; --overwrite would replace it" \
   simulate "$small" --resume --overwrite --record "$tmp/k8.h5"
 expect_error "--resume of a complete file" "recording '$tmp/k8.h5' is finished (status complete): nothing to resume" \

@@ -23,6 +23,26 @@
 
 namespace snn {
 
+/// Throws snn::Error when `path` exists and is not a regular file (a device
+/// such as /dev/null, a FIFO, a directory, a socket, a symbolic link):
+/// outputs are written beside their target and renamed over it, which would
+/// replace that thing with a file. Every writer of a replaceable output calls
+/// it, and the commands call it before they start, so that a bad name is
+/// refused before the work rather than after it.
+inline void check_output_file(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
+  const char* what = S_ISLNK(st.st_mode)    ? "a symbolic link"
+                     : S_ISDIR(st.st_mode)  ? "a directory"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "not a file";
+  throw Error("'" + path + "' is " + what + ", not a regular file: outputs are written as new files that replace " +
+              "their target, so give a file name");
+}
+
 /// The temporary name write_file_atomically() writes before renaming:
 /// `path` + ".tmp-" + the process id (so concurrent writers of one target
 /// never share a temporary).
@@ -32,8 +52,10 @@ inline std::string atomic_temporary_name(const std::string& path) {
 
 /// Writes `size` bytes to `path` atomically (see the file comment). The new
 /// file gets mode 0644 (less the umask). Throws snn::Error naming `path` and
-/// strerror(errno) when anything fails; `path` is then unchanged.
+/// strerror(errno) when anything fails, or check_output_file's when `path`
+/// is not a regular file; `path` is then unchanged.
 inline void write_file_atomically(const std::string& path, const void* data, size_t size) {
+  check_output_file(path);
   const std::string tmp = atomic_temporary_name(path);
   auto fail = [&](int err, int fd) {
     if (fd >= 0) ::close(fd);
@@ -72,6 +94,12 @@ inline void write_file_atomically(const std::string& path, const std::string& co
 /// temporary and throws snn::Error.
 inline void commit_temporary(const std::string& path) {
   const std::string tmp = atomic_temporary_name(path);
+  try {
+    check_output_file(path);
+  } catch (const Error&) {
+    ::unlink(tmp.c_str());
+    throw;
+  }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
