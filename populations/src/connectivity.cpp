@@ -190,6 +190,23 @@ int64_t Projection::bytes() const {
   return total;
 }
 
+double expected_synapses(int64_t n_source, int64_t n_target, const ConnectionSpec& spec, bool same_population) {
+  const bool exclude_self = same_population && !spec.autapses;
+  const double pairs =
+      static_cast<double>(n_source) * static_cast<double>(n_target) - (exclude_self ? std::min(n_source, n_target) : 0);
+  switch (spec.rule) {
+    case ConnectionRule::kAllToAll:
+      return pairs;
+    case ConnectionRule::kFixedIndegree:
+      return static_cast<double>(n_target) * static_cast<double>(spec.indegree);
+    case ConnectionRule::kFixedTotalNumber:
+      return static_cast<double>(spec.total);
+    case ConnectionRule::kPairwiseBernoulli:
+      return spec.p * pairs;
+  }
+  return 0;
+}
+
 Projection connect(int64_t n_source, int64_t n_target, const ConnectionSpec& spec, const SynapseSpec& synapse,
                    ConnectKey key, double dt, bool same_population) {
   if (!(dt > 0) || !std::isfinite(dt)) throw Error("dt must be a positive number of ms, got " + message_number(dt));

@@ -6,11 +6,13 @@
 
 #include <ATen/Parallel.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <sstream>
 
@@ -136,6 +138,7 @@ PopulationNetwork::PopulationNetwork(PopulationNetworkSpec spec, uint64_t connec
     first_.push_back(total_);
     total_ += p.size;
   }
+  check_memory();
   for (size_t i = 0; i < spec_.projections.size(); ++i) {
     const auto& pr = spec_.projections[i];
     const int64_t s = spec_.population_index(pr.source), t = spec_.population_index(pr.target);
@@ -145,6 +148,31 @@ PopulationNetwork::PopulationNetwork(PopulationNetworkSpec spec, uint64_t connec
     } catch (const Error& e) {
       throw Error("projection " + std::to_string(i) + " (" + pr.source + " -> " + pr.target + "): " + e.what());
     }
+  }
+}
+
+void PopulationNetwork::check_memory() const {
+  // Before drawing anything: a model of 10^10 synapses would otherwise fill
+  // the memory until the system kills the process. 12 bytes per synapse
+  // (target id, weight, a delay), 8 per source (offsets) and a generous 64
+  // per neuron (state, ring buffers of one trial).
+  double synapses = 0, sources = 0;
+  for (const auto& pr : spec_.projections) {
+    const int64_t s = spec_.population_index(pr.source), t = spec_.population_index(pr.target);
+    synapses += expected_synapses(spec_.populations[s].size, spec_.populations[t].size, pr.connection, s == t);
+    sources += static_cast<double>(spec_.populations[s].size);
+  }
+  const double need = 12.0 * synapses + 8.0 * sources + 64.0 * static_cast<double>(total_);
+  const double have = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (have > 0 && need > 0.8 * have) {
+    // (Not fmt: this library does not link it.)
+    const double gib = double(int64_t{1} << 30);
+    char text[256];
+    std::snprintf(text, sizeof text,
+                  "the model's %lld neurons and about %.3g synapses need about %.3g GiB of memory, more than 80%% of "
+                  "this machine's %.1f GiB: make it smaller",
+                  static_cast<long long>(total_), synapses, need / gib, have / gib);
+    throw Error(text);
   }
 }
 

@@ -171,6 +171,10 @@ PY
 done
 expect_error "--resume without --record" "--resume continues a recording: name it with --record" simulate "$small" --resume
 expect_error "--duration nan" "--duration: expected a number > 0, got 'nan'" simulate "$small" --duration nan
+# 10^9 neurons of 20 inputs each: refused before anything is drawn.
+sed -e 's/^N_E = .*/N_E = 1000000000/' "$small" >"$tmp/huge.toml"
+expect_error "too large for the memory" "synapses need about .* GiB of memory, more than 80% of this machine" \
+  simulate "$tmp/huge.toml"
 expect_error "model is a folder" "model '$tmp': is a directory, not a file" simulate "$tmp"
 mkfifo "$tmp/summary.fifo"
 expect_error "--summary a FIFO" "'$tmp/summary.fifo' is a FIFO, not a regular file" simulate "$small" --summary "$tmp/summary.fifo"

@@ -87,6 +87,10 @@ struct ConnectKey {
   uint32_t projection = 0;
 };
 
+/// The synapses connect() draws for this rule, or their expected number
+/// (pairwise_bernoulli): what a model will hold, known before any is drawn.
+double expected_synapses(int64_t n_source, int64_t n_target, const ConnectionSpec& spec, bool same_population);
+
 /// Draws a projection from n_source to n_target neurons. same_population:
 /// source and target are one population (autapses then mean s == t). dt:
 /// the grid step in ms; constant delays must be a whole number of steps (>=

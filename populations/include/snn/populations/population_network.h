@@ -157,7 +157,8 @@ void append_trials(PopulationRunResult& into, const PopulationRunResult& more);
 class PopulationNetwork {
  public:
   /// Validates the spec and draws every projection with the connectivity
-  /// seed (projection i keyed by i).
+  /// seed (projection i keyed by i). Throws snn::Error, before drawing, when
+  /// the network would need more than 80% of the machine's memory.
   PopulationNetwork(PopulationNetworkSpec spec, uint64_t connectivity_seed);
 
   const PopulationNetworkSpec& spec() const { return spec_; }
@@ -172,6 +173,8 @@ class PopulationNetwork {
   PopulationRunResult simulate(const PopulationRunOptions& options) const;
 
  private:
+  void check_memory() const;  // the constructor's estimate (above)
+
   PopulationNetworkSpec spec_;
   std::vector<Projection> projections_;
   std::vector<int64_t> first_;  ///< first neuron of each population in the network-wide numbering
