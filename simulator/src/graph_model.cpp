@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <deque>
 #include <limits>
 #include <functional>
 #include <map>
@@ -37,44 +38,61 @@ namespace {
 namespace graph_modules {
 
 // A Delay of d steps: its output at step t is its input at t - d (zeros
-// before). State: the last d inputs [d, B, ...], so blocks of any K agree.
+// before). State: its last min(d, steps so far) inputs, a tensor each, so
+// blocks of any K agree. A step adds one input and drops the oldest: it
+// neither copies the others nor, when training, makes autograd keep a copy
+// of all d per step (which, for a Delay of 10^5 steps, filled the memory);
+// a delay longer than the run keeps only the run's steps.
 class DelayLineImpl : public torch::nn::Module, public Temporal {
  public:
   DelayLineImpl(int64_t delay, std::vector<int64_t> shape) : delay_(delay), shape_(std::move(shape)) {}
 
   // A block [K, B, ...]: outputs for its K steps.
   torch::Tensor forward(const torch::Tensor& x) {
-    ensure(x.size(1), x.options());
-    const torch::Tensor all = torch::cat({history_, x}, 0);
-    history_ = all.narrow(0, x.size(0), delay_);
-    return all.narrow(0, 0, x.size(0));
+    std::vector<torch::Tensor> out;
+    out.reserve(static_cast<size_t>(x.size(0)));
+    for (int64_t k = 0; k < x.size(0); ++k) {
+      out.push_back(peek(x.size(1), x.options()));
+      push(x[k]);
+    }
+    return torch::stack(out);
   }
   // Step by step (inside a cycle): the output of the current step, then its input.
   torch::Tensor peek(int64_t batch, const torch::TensorOptions& options) {
     ensure(batch, options);
-    return history_[0];
+    return static_cast<int64_t>(inputs_.size()) < delay_ ? zeros_ : inputs_.front();
   }
   void push(const torch::Tensor& x_step) {
-    history_ = torch::cat({history_.narrow(0, 1, delay_ - 1), x_step.unsqueeze(0)}, 0);
+    inputs_.push_back(x_step.to(torch::kFloat));
+    if (static_cast<int64_t>(inputs_.size()) > delay_) inputs_.pop_front();
   }
-  void reset_state() override { history_ = torch::Tensor(); }
+  void reset_state() override {
+    inputs_.clear();
+    zeros_ = torch::Tensor();
+  }
   std::vector<torch::Tensor> save_state() const override {
-    return history_.defined() ? std::vector<torch::Tensor>{history_} : std::vector<torch::Tensor>{};
+    if (inputs_.empty()) return {};
+    return {torch::stack(std::vector<torch::Tensor>(inputs_.begin(), inputs_.end()))};
   }
   void load_state(const std::vector<torch::Tensor>& state) override {
-    history_ = state.empty() ? torch::Tensor() : state[0];
+    reset_state();
+    if (state.empty()) return;
+    for (int64_t i = 0; i < state[0].size(0); ++i) inputs_.push_back(state[0][i]);
   }
 
  private:
+  // A batch of another size starts from rest, as the whole history did.
   void ensure(int64_t batch, const torch::TensorOptions& options) {
-    if (history_.defined() && history_.size(1) == batch) return;
-    std::vector<int64_t> dims{delay_, batch};
+    if (!inputs_.empty() && inputs_.front().size(0) != batch) inputs_.clear();
+    if (zeros_.defined() && zeros_.size(0) == batch) return;
+    std::vector<int64_t> dims{batch};
     dims.insert(dims.end(), shape_.begin(), shape_.end());
-    history_ = torch::zeros(dims, options.dtype(torch::kFloat));
+    zeros_ = torch::zeros(dims, options.dtype(torch::kFloat));
   }
   int64_t delay_;
   std::vector<int64_t> shape_;
-  torch::Tensor history_;
+  std::deque<torch::Tensor> inputs_;  // the last min(delay_, steps) inputs, oldest first
+  torch::Tensor zeros_;               // the output before the first delay_ steps
 };
 TORCH_MODULE(DelayLine);
 

@@ -134,18 +134,32 @@ ExecutionInfo execution_of(const SpikingNetwork& network) {
 double memory_estimate(const NetworkConfig& c, int64_t batch_size, bool training) {
   const double B = static_cast<double>(batch_size), T = static_cast<double>(c.steps);
   const double K = c.steps_per_tick > 0 ? std::min(T, static_cast<double>(c.steps_per_tick)) : T;
-  double neurons = 0;
-  for (size_t i = 1; i < c.layers.size(); ++i) neurons += static_cast<double>(c.layers[i]);
+  double neurons = 0, delayed = 0;
+  if (c.graph) {
+    // Every node's output counts as a layer of neurons (convolutions,
+    // pools, sums: each keeps its output per step as the neurons do), and
+    // a Delay of d steps holds min(d, T) steps of its input per sample.
+    const graph::GraphShapes shapes = c.graph->validate();
+    for (const auto& n : c.graph->nodes) {
+      if (n.kind == graph::NodeKind::kInput) continue;
+      double size = 1;
+      for (const int64_t d : shapes.output.at(n.name)) size *= static_cast<double>(d);
+      neurons += size;
+      if (n.kind == graph::NodeKind::kDelay) delayed += std::min(static_cast<double>(n.delay), T) * size;
+    }
+  } else {
+    for (size_t i = 1; i < c.layers.size(); ++i) neurons += static_cast<double>(c.layers[i]);
+  }
   const double inputs = static_cast<double>(c.layers.front()), classes = static_cast<double>(c.layers.back());
   if (training) {
     // BPTT keeps every step: currents, potentials, spikes and their
     // gradients (about 6 floats per neuron-step), and the input spikes.
-    return B * T * (24.0 * neurons + inputs);
+    return B * T * (24.0 * neurons + inputs) + 8.0 * B * delayed;  // a delay's values and their gradients
   }
   // Per block of K steps: input spikes (bool), currents and potentials
   // (float); per sample and step: the output, its running sum and the
   // predictions by step (int64).
-  return B * K * (inputs + 12.0 * neurons) + B * T * (12.0 * classes + 16.0);
+  return B * K * (inputs + 12.0 * neurons) + B * T * (12.0 * classes + 16.0) + 4.0 * B * delayed;
 }
 
 void check_memory(const NetworkConfig& c, int64_t batch_size, bool training) {
@@ -155,6 +169,7 @@ void check_memory(const NetworkConfig& c, int64_t batch_size, bool training) {
     auto gib = [](double b) { return b / double(int64_t{1} << 30); };
     std::string layers;
     for (auto l : c.layers) layers += (layers.empty() ? "" : "-") + std::to_string(l);
+    if (c.graph) layers = "graph " + layers;
     throw Error(fmt::format("T = {} steps with batch size {} needs about {:.3g} GiB of memory to {} the {} network, "
                             "more than 80% of this machine's {:.1f} GiB: lower T or the batch size{}",
                             c.steps, batch_size, gib(need), training ? "train" : "simulate", layers, gib(have),

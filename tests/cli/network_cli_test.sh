@@ -160,6 +160,12 @@ expect_error "fractional features" "node 'conv1': 'features' must be an integer,
 sed -e 's/^shape = \[1, 28, 28\]/shape = [1.5, 28, 28]/' "$cnn" >"$tmp/frac_shape.toml"
 expect_error "fractional shape" "'shape' must be an integer or a list of integers" train --data-dir "$fixture" \
   --model "$tmp/frac_shape.toml" --limit 10
+# A Delay far longer than the run keeps only the run's steps (it kept all of
+# them, copied at every step: 10^5 steps filled the memory).
+sed -e 's/^delay = 1 /delay = 100000 /' "$(dirname "${BASH_SOURCE[0]}")/../../examples/graphs/recurrent.toml" >"$tmp/long.toml"
+grep -q "^delay = 100000" "$tmp/long.toml" &&
+  "$snnsim" train --data-dir "$fixture" --model "$tmp/long.toml" --T 4 --epochs 1 --limit 64 --checkpoint "$tmp/long.h5" \
+    >"$tmp/long.out" 2>&1 && ok || fail "a Delay of 10^5 steps: $(tail -3 "$tmp/long.out")"
 sed -e 's/^kernel_size = 2          # \[32, 14, 14\]/kernel_size = 2\npadding = 2/' "$cnn" >"$tmp/pad.toml"
 expect_error "pool padding" "node 'pool1' (MaxPool2d): padding \[2, 2\] must be at most half the kernel" train \
   --data-dir "$fixture" --model "$tmp/pad.toml" --limit 10

@@ -194,7 +194,8 @@ struct RecordRequest {
 
 /// Bytes that simulating (training = false) or training a batch of
 /// `batch_size` samples of the network needs at its peak, roughly (the
-/// [T or K, B, N] blocks of spikes, potentials and, for BPTT, gradients).
+/// [T or K, B, N] blocks of spikes, potentials and, for BPTT, gradients; for
+/// a graph, every node's output, and a Delay's d steps of its input).
 double memory_estimate(const NetworkConfig& config, int64_t batch_size, bool training);
 /// Throws snn::Error with the numbers when memory_estimate() exceeds 80% of
 /// this machine's physical memory, instead of letting the allocator fail
