@@ -159,7 +159,7 @@ wait "$sweep_pid"
 rc=$?
 left="$(runs_of "$tmp/broken")"
 [[ $rc -eq 2 && -z "$left" && $(wc -l <"$tmp/broken.err") -eq 1 ]] &&
-  grep -q "cannot write '$tmp/broken/manifest.json': Is a directory" "$tmp/broken.err" && ok ||
+  grep -q "'$tmp/broken/manifest.json' is a directory, not a regular file" "$tmp/broken.err" && ok ||
   fail "an error with runs going: exit $rc, runs left: '$left': $(cat "$tmp/broken.err")"
 
 # --- Full disk: the manifest (with finished points) is left exactly as it was,

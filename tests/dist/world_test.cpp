@@ -288,7 +288,15 @@ TEST(WorldOptions, MasterAndRanksAreChecked) {
   o = world_options(2, 2, 29500);
   EXPECT_EQ(test::message_of([&] { o.validate(); }), "rank 2 is outside the run's 2 ranks (0..1)");
   o = world_options(0, 0, 29500);
-  EXPECT_EQ(test::message_of([&] { o.validate(); }), "world size: expected >= 1 processes, got 0");
+  EXPECT_EQ(test::message_of([&] { o.validate(); }), "world size: expected 1..65536 processes, got 0");
+  o = world_options(0, 65537, 29500);
+  EXPECT_EQ(test::message_of([&] { o.validate(); }), "world size: expected 1..65536 processes, got 65537");
+  o = world_options(0, 2, 29500);
+  o.timeout_s = 1e300;
+  EXPECT_EQ(test::message_of([&] { o.validate(); }),
+            "timeout: expected more than 0 and at most 604800 seconds (a week), got 1e+300");
+  EXPECT_EQ(test::message_of([&] { parse_master("127.0.0.1:29500:1", o); }),
+            "--master: expected HOST:PORT (e.g. 127.0.0.1:29500), got '127.0.0.1:29500:1'");
 }
 
 #ifdef __linux__
