@@ -7,7 +7,10 @@
 #include <malloc.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,24 @@ int fail(int code, const std::string& message) {
   // In a run over several processes the other ranks hear of it too.
   if (const auto said = snn::app::error_line(line, code)) std::cerr << "snnsim: error: " << *said << "\n";
   return code;
+}
+
+// LibTorch's allocator failing says so in its own words, with the call site
+// ("[enforce fail at alloc_cpu.cpp:127] ... DefaultCPUAllocator: can't
+// allocate memory: you tried to allocate N bytes. Error code 12 ..."): the
+// line says what ran out and what to change instead.
+std::string out_of_memory(const std::string& what) {
+  const std::string key = "you tried to allocate ";
+  const auto at = what.find(key);
+  std::string size;
+  if (at != std::string::npos) {
+    const double bytes = std::strtod(what.c_str() + at + key.size(), nullptr);
+    char text[64];
+    std::snprintf(text, sizeof text, " %.3g GiB", bytes / double(int64_t{1} << 30));
+    size = text;
+  }
+  return "not enough memory: an allocation of" + (size.empty() ? std::string(" memory") : size) +
+         " failed; the network (its layers, channels or delays), the batch size or T is too large for this machine";
 }
 
 }  // namespace
@@ -90,7 +111,10 @@ int main(int argc, char** argv) {
   } catch (const snn::Error& e) {
     return fail(2, e.what());
   } catch (const c10::Error& e) {
-    return fail(2, e.what_without_backtrace());
+    const std::string what = e.what_without_backtrace();
+    return fail(2, what.find("can't allocate memory") != std::string::npos ? out_of_memory(what) : what);
+  } catch (const std::bad_alloc&) {
+    return fail(2, out_of_memory(""));
   } catch (const std::exception& e) {
     return fail(1, e.what());
   }
