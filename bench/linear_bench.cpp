@@ -24,7 +24,9 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include "best_of.h"
 #include "snn/core/cpu_isa.h"
@@ -42,6 +44,7 @@ namespace {
 // keeps the sums in registers and stops the compiler from merging them. One
 // definition per vector width, each compiled for its instruction set (a
 // template would be compiled for the baseline).
+#if defined(__x86_64__)
 constexpr long kSteps = 4'000'000;
 #define SNN_ADDITIONS_PER_SECOND(NAME, TARGET, V, SPLAT, ADD)                                              \
   __attribute__((target(TARGET))) double NAME() {                                                            \
@@ -78,7 +81,8 @@ SNN_ADDITIONS_PER_SECOND(avx2_additions_per_second, "avx2", __m256, _mm256_set1_
 SNN_ADDITIONS_PER_SECOND(sse_additions_per_second, "sse2", __m128, _mm_set1_ps, _mm_add_ps)
 #undef SNN_ADDITIONS_PER_SECOND
 
-// The peak for the build of the CPU loops that runs.
+// The peak for the build of the CPU loops that runs (0: not measured on
+// this architecture).
 double peak_additions_per_second() {
   switch (snn::cpu_loops()) {
     case snn::CpuLoops::kAvx512:
@@ -90,6 +94,9 @@ double peak_additions_per_second() {
   }
   return sse_additions_per_second();
 }
+#else
+double peak_additions_per_second() { return 0; }
+#endif
 
 }  // namespace
 
@@ -163,9 +170,10 @@ int main(int argc, char** argv) {
   std::printf("\nbool spikes [T = %lld, B = 32, in] by forward_steps and forward (a sample's steps together) and "
               "by forward on [T B, in] (row by row); microseconds per row\n",
               static_cast<long long>(std::max<int64_t>(1, rows / 32)));
-  const double peak = peak_additions_per_second();
-  std::printf("(adds/peak: forward_steps' float additions, one per spike and output, per second over this core's "
-              "peak of %.3g)\n", peak);
+  // One core's peak times the threads the kernels run on.
+  const double peak = peak_additions_per_second() * threads;
+  std::printf("(adds/peak: forward_steps' float additions, one per spike and output, per second over the peak of "
+              "%d core(s), %.3g)\n", threads, peak);
   std::printf("%5s %5s %-22s %9s %9s %9s %10s %9s\n", "in", "out", "spikes", "steps", "forward", "rows", "rows/steps",
               "adds/peak");
   for (const auto& [in, out] : std::vector<std::pair<int64_t, int64_t>>{{784, 1024}, {1024, 1024}}) {
@@ -198,7 +206,7 @@ int main(int argc, char** argv) {
       const double additions = x.sum().item<double>() * static_cast<double>(out);
       std::printf("%5lld %5lld %-22s %9.3f %9.3f %9.3f %10.2f %9.2f\n", static_cast<long long>(in),
                   static_cast<long long>(out), name.c_str(), t[0] / (T * B) * 1e6, t[1] / (T * B) * 1e6,
-                  t[2] / (T * B) * 1e6, t[2] / t[0], additions / t[0] / peak);
+                  t[2] / (T * B) * 1e6, t[2] / t[0], peak > 0 ? additions / t[0] / peak : 0.0);
     }
   }
 

@@ -46,7 +46,8 @@ std::string out_of_memory(const std::string& what) {
     size = text;
   }
   return "not enough memory: an allocation of" + (size.empty() ? std::string(" memory") : size) +
-         " failed; the network (its layers, channels or delays), the batch size or T is too large for this machine";
+         " failed: what the command was asked to build or hold (a network's layers, channels or delays, a batch, T, "
+         "a population model) is too large for this machine";
 }
 
 }  // namespace

@@ -139,7 +139,8 @@ void parse_master(const std::string& text, WorldOptions& options) {
   if (host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   } else if (host.find(':') != std::string::npos) {
-    throw bad();  // "127.0.0.1:29500:1"; an IPv6 address goes in brackets
+    // "127.0.0.1:29500:1", or an IPv6 address without its brackets
+    throw Error("--master: expected HOST:PORT with one colon, or [IPv6]:PORT (e.g. [::1]:29500), got '" + text + "'");
   }
   const std::string port = text.substr(colon + 1);
   if (port.find_first_not_of("0123456789") != std::string::npos || port.size() > 5) throw bad();
@@ -394,18 +395,20 @@ World::World(const WorldOptions& options, PeerFailure on_peer_failure) : s_(std:
   {
     // Once connected, c10d's client waits for the store's first answer with
     // no deadline: where another program listens on the port and never
-    // answers, the rank would hang. Past the timeout and a margin (arrive()
-    // gives up by itself within 2 s of it), the watchdog ends the process
-    // with one line.
+    // answers, the rank would hang. connect() gives up by itself within the
+    // timeout otherwise (a client retries until then), so past the timeout
+    // and a margin the watchdog ends the process with one line. (arrive()
+    // has deadlines of its own.)
     std::mutex m;
     std::condition_variable cv;
     bool done = false;
     std::thread watchdog([&] {
       std::unique_lock<std::mutex> lock(m);
-      if (!cv.wait_for(lock, millis(options.timeout_s) + std::chrono::seconds(10), [&] { return done; })) {
+      constexpr int kMargin = 10;  // seconds
+      if (!cv.wait_for(lock, millis(options.timeout_s) + std::chrono::seconds(kMargin), [&] { return done; })) {
         s_->end_for_peer(fmt::format("rank {}: no answer from the run's store at {} within {} s: is another program "
                                      "listening on that port? (choose another with --master HOST:PORT, or MASTER_PORT)",
-                                     options.rank, s_->where, options.timeout_s),
+                                     options.rank, s_->where, options.timeout_s + kMargin),
                          2);
       }
     });
@@ -419,13 +422,13 @@ World::World(const WorldOptions& options, PeerFailure on_peer_failure) : s_(std:
     };
     try {
       s_->connect();
-      s_->arrive();
     } catch (...) {
       stop();
       throw;
     }
     stop();
   }
+  s_->arrive();
   try {
     s_->make_group();
   } catch (const std::exception& e) {

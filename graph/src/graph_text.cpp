@@ -1,5 +1,6 @@
 #include "snn/graph/graph_text.h"
 
+#include <cmath>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -87,11 +88,19 @@ struct JsonReader {
     }
   }
   // (json's get<int64_t> would truncate 2.5 to 2: a whole number is
-  // checked first.)
-  static bool whole(const json& v) { return v.is_number_integer(); }
+  // checked first. 32.0 is one, as NIR files give them.)
+  static bool whole(const json& v) {
+    if (v.is_number_integer()) return true;
+    if (!v.is_number_float()) return false;
+    const double d = v.get<double>();
+    return d == std::floor(d) && std::fabs(d) < 9.0e15;
+  }
+  static int64_t whole_value(const json& v) {
+    return v.is_number_integer() ? v.get<int64_t>() : static_cast<int64_t>(v.get<double>());
+  }
   int64_t integer(const char* key) const {
     if (!whole(j.at(key))) fail(std::string("'") + key + "' must be an integer, got " + j.at(key).dump());
-    return j.at(key).get<int64_t>();
+    return whole_value(j.at(key));
   }
   double number(const char* key) const {
     if (!j.at(key).is_number()) fail(std::string("'") + key + "' must be a number, got " + j.at(key).dump());
@@ -100,11 +109,13 @@ struct JsonReader {
   bool boolean(const char* key) const { return get<bool>(key, "true or false"); }
   std::vector<int64_t> ints(const char* key) const {
     const json& v = j.at(key);
-    if (whole(v)) return {v.get<int64_t>()};
+    if (whole(v)) return {whole_value(v)};
     if (!v.is_array() || !std::all_of(v.begin(), v.end(), whole)) {
       fail(std::string("'") + key + "' must be an integer or a list of integers, got " + v.dump());
     }
-    return v.get<std::vector<int64_t>>();
+    std::vector<int64_t> out;
+    for (const json& x : v) out.push_back(whole_value(x));
+    return out;
   }
   // A neuron parameter: one number for every neuron, or a flat list with
   // one per neuron (in neuron-id order), as a float64 tensor.

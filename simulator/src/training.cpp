@@ -134,18 +134,25 @@ ExecutionInfo execution_of(const SpikingNetwork& network) {
 double memory_estimate(const NetworkConfig& c, int64_t batch_size, bool training) {
   const double B = static_cast<double>(batch_size), T = static_cast<double>(c.steps);
   const double K = c.steps_per_tick > 0 ? std::min(T, static_cast<double>(c.steps_per_tick)) : T;
-  double neurons = 0, delayed = 0;
+  // A graph's other materialised outputs (synapses, pools, sums): one value
+  // per element and step, and its gradient when training.
+  double neurons = 0, delayed = 0, others = 0;
   if (c.graph) {
-    // Every node's output counts as a layer of neurons (convolutions,
-    // pools, sums: each keeps its output per step as the neurons do), and
-    // a Delay of d steps holds min(d, T) steps of its input per sample.
+    // Its neuron nodes count as the chain's layers do, and a Delay of d
+    // steps holds min(d, T) steps of its input per sample; Input, Output
+    // and Flatten (views) hold nothing of their own.
+    using graph::NodeKind;
     const graph::GraphShapes shapes = c.graph->validate();
     for (const auto& n : c.graph->nodes) {
-      if (n.kind == graph::NodeKind::kInput) continue;
+      if (n.kind == NodeKind::kInput || n.kind == NodeKind::kOutput || n.kind == NodeKind::kFlatten) continue;
       double size = 1;
       for (const int64_t d : shapes.output.at(n.name)) size *= static_cast<double>(d);
-      neurons += size;
-      if (n.kind == graph::NodeKind::kDelay) delayed += std::min(static_cast<double>(n.delay), T) * size;
+      if (graph::is_neuron(n.kind)) {
+        neurons += size;
+      } else {
+        others += size;
+      }
+      if (n.kind == NodeKind::kDelay) delayed += std::min(static_cast<double>(n.delay), T) * size;
     }
   } else {
     for (size_t i = 1; i < c.layers.size(); ++i) neurons += static_cast<double>(c.layers[i]);
@@ -154,12 +161,12 @@ double memory_estimate(const NetworkConfig& c, int64_t batch_size, bool training
   if (training) {
     // BPTT keeps every step: currents, potentials, spikes and their
     // gradients (about 6 floats per neuron-step), and the input spikes.
-    return B * T * (24.0 * neurons + inputs) + 8.0 * B * delayed;  // a delay's values and their gradients
+    return B * T * (24.0 * neurons + 8.0 * others + inputs) + 8.0 * B * delayed;  // values and gradients
   }
   // Per block of K steps: input spikes (bool), currents and potentials
   // (float); per sample and step: the output, its running sum and the
   // predictions by step (int64).
-  return B * K * (inputs + 12.0 * neurons) + B * T * (12.0 * classes + 16.0) + 4.0 * B * delayed;
+  return B * K * (inputs + 12.0 * neurons + 4.0 * others) + B * T * (12.0 * classes + 16.0) + 4.0 * B * delayed;
 }
 
 void check_memory(const NetworkConfig& c, int64_t batch_size, bool training) {

@@ -213,7 +213,7 @@ s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(5); time.
 listener=$!
 sleep 1
 start=$SECONDS
-expect_error "silent store" "no answer from the run's store at 127.0.0.1:$port within 2 s" "${run[@]}" --world-size 2 \
+expect_error "silent store" "no answer from the run's store at 127.0.0.1:$port within 12 s" "${run[@]}" --world-size 2 \
   --rank 1 --master "127.0.0.1:$port" --dist-timeout 2
 ((SECONDS - start < 30)) && ok || fail "the silent store took $((SECONDS - start)) s to be named"
 kill "$listener" 2>/dev/null

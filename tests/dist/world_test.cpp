@@ -296,7 +296,7 @@ TEST(WorldOptions, MasterAndRanksAreChecked) {
   EXPECT_EQ(test::message_of([&] { o.validate(); }),
             "timeout: expected more than 0 and at most 604800 seconds (a week), got 1e+300");
   EXPECT_EQ(test::message_of([&] { parse_master("127.0.0.1:29500:1", o); }),
-            "--master: expected HOST:PORT (e.g. 127.0.0.1:29500), got '127.0.0.1:29500:1'");
+            "--master: expected HOST:PORT with one colon, or [IPv6]:PORT (e.g. [::1]:29500), got '127.0.0.1:29500:1'");
 }
 
 #ifdef __linux__

@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -25,7 +26,12 @@ inline std::string read_text_file(const std::string& path, const std::string& wh
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(where + ": cannot open it" + (errno ? std::string(": ") + std::strerror(errno) : ""));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text;
+  try {
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::exception&) {  // libstdc++ throws on a read error (EIO)
+    throw Error(where + ": cannot read it" + (errno ? std::string(": ") + std::strerror(errno) : ""));
+  }
   if (in.bad()) throw Error(where + ": cannot read it");
   return text;
 }
