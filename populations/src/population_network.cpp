@@ -20,6 +20,7 @@
 #include "random_stream.h"
 #include "snn/core/cpu_isa.h"
 #include "snn/core/error.h"
+#include "snn/core/memory_limit.h"
 #include "snn/core/message_number.h"
 
 namespace snn::populations {
@@ -163,15 +164,16 @@ void PopulationNetwork::check_memory() const {
     sources += static_cast<double>(spec_.populations[s].size);
   }
   const double need = 12.0 * synapses + 8.0 * sources + 64.0 * static_cast<double>(total_);
-  const double have = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  const MemoryLimit limit = memory_limit();
+  const double have = limit.bytes;
   if (have > 0 && need > 0.8 * have) {
     // (Not fmt: this library does not link it.)
     const double gib = double(int64_t{1} << 30);
     char text[256];
     std::snprintf(text, sizeof text,
                   "the model's %lld neurons and about %.3g synapses need about %.3g GiB of memory, more than 80%% of "
-                  "this machine's %.1f GiB: make it smaller",
-                  static_cast<long long>(total_), synapses, need / gib, have / gib);
+                  "%s %.1f GiB: make it smaller",
+                  static_cast<long long>(total_), synapses, need / gib, limit.whose.c_str(), have / gib);
     throw Error(text);
   }
 }

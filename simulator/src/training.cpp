@@ -22,6 +22,7 @@
 #include "snn/core/detail/json_difference.h"
 #include "snn/core/error.h"
 #include "snn/core/frozen_weights.h"
+#include "snn/core/memory_limit.h"
 #include "snn/pipeline/bounded_queue.h"
 #include "snn/recording/events.h"
 #include "snn/recording/recording_file.h"
@@ -171,15 +172,16 @@ double memory_estimate(const NetworkConfig& c, int64_t batch_size, bool training
 
 void check_memory(const NetworkConfig& c, int64_t batch_size, bool training) {
   const double need = memory_estimate(c, batch_size, training);
-  const double have = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  const MemoryLimit limit = memory_limit();
+  const double have = limit.bytes;
   if (have > 0 && need > 0.8 * have) {
     auto gib = [](double b) { return b / double(int64_t{1} << 30); };
     std::string layers;
     for (auto l : c.layers) layers += (layers.empty() ? "" : "-") + std::to_string(l);
     if (c.graph) layers = "graph " + layers;
     throw Error(fmt::format("T = {} steps with batch size {} needs about {:.3g} GiB of memory to {} the {} network, "
-                            "more than 80% of this machine's {:.1f} GiB: lower T or the batch size{}",
-                            c.steps, batch_size, gib(need), training ? "train" : "simulate", layers, gib(have),
+                            "more than 80% of {} {:.1f} GiB: lower T or the batch size{}",
+                            c.steps, batch_size, gib(need), training ? "train" : "simulate", layers, limit.whose, gib(have),
                             training ? "" : ", or set --steps-per-tick to bound a block's memory"));
   }
 }

@@ -5,13 +5,19 @@
 #include <hdf5.h>
 #include <torch/torch.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
 
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <limits>
+#include <vector>
 
 #include "snn/core/error.h"
+#include "snn/core/memory_limit.h"
 #include "snn/simulator/checkpoint.h"
 #include "snn/simulator/run_options.h"
 #include "snn/simulator/run_recording.h"
@@ -219,6 +225,49 @@ TEST(CheckMemory, RefusesARunThatCannotFitWithTheNumbers) {
   c.steps = 2000000;
   c.steps_per_tick = 4;
   EXPECT_LT(memory_estimate(c, 64, false), memory_estimate(c, 64, true) / 10);
+}
+
+// A scheduler's limit (Slurm's --mem, docker --memory) is a control group's,
+// often on the job's group with the process in a child group of its own.
+TEST(MemoryLimit, ReadsTheSmallestCgroupLimitOfTheGroupAndItsAncestors) {
+  // (No std::filesystem: libtorch.so exports its own build of it.)
+  char tmpl[] = "/tmp/snn_cgroup_XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  std::vector<std::string> made;  // files and folders, to remove in reverse
+  auto put = [&](const std::string& file, const std::string& text) {
+    for (size_t at = root.size() + 1; (at = file.find('/', at)) != std::string::npos; ++at) {
+      const std::string dir = file.substr(0, at);
+      if (::mkdir(dir.c_str(), 0755) == 0) made.push_back(dir);
+    }
+    if (std::find(made.begin(), made.end(), file) == made.end()) made.push_back(file);
+    std::ofstream(file) << text << "\n";
+  };
+  // v2: the job's group limits 4 GiB, the process's own group says "max".
+  put(root + "/job/memory.max", "4294967296");
+  put(root + "/job/task_0/memory.max", "max");
+  EXPECT_EQ(cgroup_memory_limit(root, "0::/job/task_0\n"), 4294967296.0);
+  // The smaller of a group's and its parent's.
+  put(root + "/job/task_0/memory.max", "1073741824");
+  EXPECT_EQ(cgroup_memory_limit(root, "0::/job/task_0\n"), 1073741824.0);
+  // v1, whose "no limit" is 2^63 rounded to pages.
+  put(root + "/memory/slurm/uid_0/job_7/memory.limit_in_bytes", "2147483648");
+  put(root + "/memory/slurm/uid_0/job_7/step_0/memory.limit_in_bytes", "9223372036854771712");
+  put(root + "/memory/memory.limit_in_bytes", "9223372036854771712");
+  EXPECT_EQ(cgroup_memory_limit(root, "5:cpuset:/\n4:memory:/slurm/uid_0/job_7/step_0\n1:cpu:/\n"),
+            2147483648.0);
+  // The memory controller among others on one line.
+  EXPECT_EQ(cgroup_memory_limit(root, "4:cpu,memory:/slurm/uid_0/job_7\n"), 2147483648.0);
+  // No limit anywhere, a group that is not there, or no cgroup at all.
+  EXPECT_EQ(cgroup_memory_limit(root, "4:memory:/\n"), 0.0);
+  EXPECT_EQ(cgroup_memory_limit(root, "0::/elsewhere\n"), 0.0);
+  EXPECT_EQ(cgroup_memory_limit(root, ""), 0.0);
+  for (auto it = made.rbegin(); it != made.rend(); ++it) std::remove(it->c_str());
+  ::rmdir(root.c_str());
+  // This process: a positive number with words for the message.
+  const MemoryLimit m = memory_limit();
+  EXPECT_GT(m.bytes, 0);
+  EXPECT_FALSE(m.whose.empty());
 }
 
 }  // namespace
