@@ -322,6 +322,10 @@ Run add_analyze_command(CLI::App& app) {
   return [cmd, path, json, chunk, sync_bin, plots, plot, raster, mf] {
     if (!cmd->parsed()) return;
     check_outputs(mf->plot, *plots);
+    for (const std::string* out : {json.get(), &mf->plot}) {
+      if (!out->empty()) check_output_file(*out);
+    }
+    check_outputs_apart({{"--json", *json}, {"--plot", mf->plot}}, {{"the input", *path}, config_argument(cmd)});
     if (ends_with(*path, ".json")) {
       if (!plots->empty() || !json->empty()) throw Error("--plots and --json are for recordings; a manifest takes --plot");
       if (*sync_bin != 0) {

@@ -5,6 +5,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "snn/core/atomic_file.h"
+
 #include <functional>
 #include <string>
 #include <vector>
@@ -54,6 +56,9 @@ nlohmann::json json_number(double x);
 std::vector<std::string> sweep_metric_names(const nlohmann::json& rows);
 /// The long names ("--tau") of the options given to `cmd`, on the command line or in --config.
 std::vector<std::string> given_options(const CLI::App* cmd);
+/// The --config file given to `cmd`'s program, as an input the command's
+/// outputs must not replace ({"--config", ""} when none).
+FileArgument config_argument(const CLI::App* cmd);
 /// The signal (SIGINT, SIGTERM) that stopped a recording run; 0 if none.
 int stop_signal();
 /// From now on SIGINT and SIGTERM set stop_requested() instead of killing

@@ -147,6 +147,7 @@ struct TrainFlags {
   std::string resume;
   bool overwrite = false;
   std::optional<double> nir_dt;
+  FileArgument config;  // --config, which no output may replace
   SimFlags sim;
   DistFlags dist;
 };
@@ -217,7 +218,13 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
     throw Error("--checkpoint: expected a file name, got ''");
   }
   const std::string out_path = f.checkpoint.empty() ? (f.resume.empty() ? "snnsim-checkpoint.h5" : f.resume) : f.checkpoint;
-  if (speaks) check_output_file(out_path);
+  if (speaks) {
+    check_output_file(out_path);
+    // (The --resume checkpoint is the default output, and replacing it is
+    // how training continues.)
+    check_outputs_apart({{"--checkpoint", out_path}},
+                        {{"--model", is_graph_file_model(f.neuron.model) ? f.neuron.model : ""}, f.config});
+  }
   // Only the checkpoint being continued may be replaced without --overwrite:
   // anything else at that path (an older training, a recording) is kept.
   struct stat st {};
@@ -352,6 +359,7 @@ struct RunFlags {
   bool compress = false;
   std::string resume;
   std::string max_record_bytes;
+  FileArgument config;  // --config, which no output may replace
   // Overrides of the checkpoint's settings ("" = keep): what sweeps vary.
   std::string tau, v_threshold, v_reset, refractory, gain, seed;
   SimFlags sim;
@@ -498,6 +506,9 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   for (const std::string* out : {&f.summary, &f.output}) {
     if (!out->empty()) check_output_file(*out);
   }
+  const bool model_flag = std::find(given.begin(), given.end(), "--model") != given.end();
+  check_outputs_apart({{"--output", f.output}, {"--summary", f.summary}},
+                      {{model_flag ? "--model" : "--checkpoint", f.checkpoint}, {"--resume", f.resume}, f.config});
   const std::optional<dist::WorldOptions> world_opts = world_options(f.dist, given);
   const bool pipeline = f.dist.parallel == "pipeline";
   if (pipeline) {
@@ -736,6 +747,14 @@ std::vector<std::string> given_options(const CLI::App* cmd) {
   return given;
 }
 
+FileArgument config_argument(const CLI::App* cmd) {
+  while (cmd->get_parent() != nullptr) cmd = cmd->get_parent();
+  const CLI::Option* opt = cmd->get_config_ptr();
+  FileArgument a{"--config", ""};
+  if (opt != nullptr && opt->count() > 0 && !opt->results().empty()) a.path = opt->results().back();
+  return a;
+}
+
 int stop_signal() { return g_stop_signal.load(); }
 
 void watch_stop_signals() { catch_stop_signals(); }
@@ -805,6 +824,7 @@ Run add_train_command(CLI::App& app) {
   add_dist_flags(cmd, f->dist);
   return [cmd, f] {
     if (!cmd->parsed()) return;
+    f->config = config_argument(cmd);
     run_train(*f, given_options(cmd));
   };
 }
@@ -858,6 +878,7 @@ Run add_run_command(CLI::App& app) {
   add_dist_flags(cmd, f->dist, /*pipeline=*/true);
   return [cmd, f] {
     if (!cmd->parsed()) return;
+    f->config = config_argument(cmd);
     run_run(*f, given_options(cmd));
   };
 }

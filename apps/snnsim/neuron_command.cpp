@@ -88,6 +88,7 @@ void run_neuron(const NeuronCommandFlags& f, const CLI::App& cmd) {
   const IafOptions iaf = nest ? nest_options(f) : IafOptions();
   const NeuronParams p = nest ? NeuronParams{} : neuron_params(f.neuron);
   check_output(f.output);
+  check_outputs_apart({{"--output", f.output}}, {{"--input", f.input}, config_argument(&cmd)});
   const torch::ScalarType dtype = f.dtype == "float64" ? torch::kDouble : torch::kFloat;
   const CsvMatrix currents = read_csv_matrix(f.input, dtype);
   write_output(f.output, nest ? simulate_iaf_layer(currents.values, iaf) : simulate_neuron_layer(currents.values, p));

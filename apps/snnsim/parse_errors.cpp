@@ -115,7 +115,9 @@ Walk walk(const CLI::App& app, const std::vector<std::string>& args) {
       const CLI::Option* opt = find_option(cmd, name);
       if (opt == nullptr) return {cmd, unknown_option(app, cmd, name), given};
       given.push_back(opt);
-      if (!attached && opt->get_type_size_max() > 0) ++i;  // its value
+      // Its value, where it takes one: a flag (--overwrite) is expected 0
+      // times, though its type size says 1.
+      if (!attached && opt->get_type_size_max() > 0 && opt->get_expected_max() > 0) ++i;
       continue;
     }
     if (cmd == &app) {

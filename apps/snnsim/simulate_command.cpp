@@ -33,6 +33,7 @@ struct SimulateFlags {
   int64_t trials = 0;
   int64_t seed = -1, input_seed = -1;
   std::string connectivity;
+  FileArgument config;  // --config, which no output may replace
 };
 
 
@@ -87,6 +88,7 @@ void run_simulate(const SimulateFlags& f) {
   for (const std::string* out : {&f.summary, &f.record}) {
     if (!out->empty()) check_output_file(*out);
   }
+  check_outputs_apart({{"--record", f.record}, {"--summary", f.summary}}, {{"the model", f.model}, f.config});
   std::vector<std::pair<std::string, std::string>> set;
   for (const auto& kv : f.set) {
     const auto eq = kv.find('=');
@@ -195,7 +197,9 @@ Run add_simulate_command(CLI::App& app) {
   cmd->add_option("--threads", flags->threads, "Threads (0 = LibTorch's default); trials run in parallel")
       ->check(whole_number(0, 4096));
   return [cmd, flags] {
-    if (cmd->parsed()) run_simulate(*flags);
+    if (!cmd->parsed()) return;
+    flags->config = config_argument(cmd);
+    run_simulate(*flags);
   };
 }
 

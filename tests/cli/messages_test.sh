@@ -36,6 +36,12 @@ expect_error "tau nan" "--tau: expected a finite number, got 'nan'" neuron --tau
 expect_error "dt zero" "--dt: expected a number > 0, got '0'" run --dt 0 --checkpoint x.h5
 expect_error "T missing its value" "--T: expected a whole number >= 1 after it, got nothing" train --T
 
+# A flag before a bad value does not take the next argument as its own
+# (the message named '5' as an unexpected argument).
+expect_error "flag then bad value" "--epochs: expected a whole number >= 1, got '0'" train --overwrite --limit 5 --epochs 0
+expect_error "flag then bad dt" "--dt: expected a number > 0, got '0'" run --compress --checkpoint x.h5 --dt 0
+expect_error "extra argument after a flag" "unexpected argument 'extra' for 'snnsim inspect' (it takes FILE)" inspect --json x.h5 extra
+
 # Choices: the allowed values, and the nearest.
 expect_error "bad model" "--model: expected lif, if, plif, iaf_psc_delta or iaf_psc_exp, got 'lfi' (did you mean 'lif'?)" neuron --model lfi --input x.csv
 expect_error "bad loss" "--loss: expected mse or ce, got 'mes' (did you mean 'mse'?)" train --loss mes

@@ -272,7 +272,7 @@ expect_error "cycle without delay" "has no Delay node" "${bad_run[@]}" --model "
 expect_error "conv weight for other channels" \
   "node 'conv': weight \[4, 3, 3, 3\] with groups 1 takes 3 channels but its input is \[1, 28, 28\]" \
   "${bad_run[@]}" --model "$tmp/channels.nir"
-expect_error "export of a NIR file to itself needs --overwrite" "exists" export "$tmp/good.nir" --nir "$tmp/good.nir"
+expect_error "export of a NIR file to itself" "is the file given as the input" export "$tmp/good.nir" --nir "$tmp/good.nir" --overwrite
 
 # ---- bad TOML graphs ----
 toml_error() {  # NAME EXPECTED TOML_TEXT

@@ -16,8 +16,10 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "snn/core/error.h"
 
@@ -28,10 +30,27 @@ namespace snn {
 /// outputs are written beside their target and renamed over it, which would
 /// replace that thing with a file. Every writer of a replaceable output calls
 /// it, and the commands call it before they start, so that a bad name is
-/// refused before the work rather than after it.
+/// refused before the work rather than after it. A name not there yet needs
+/// an existing, writable folder.
 inline void check_output_file(const std::string& path) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return;
+  if (::lstat(path.c_str(), &st) != 0) {
+    // Not there yet: its folder must be, and be writable, or the write
+    // fails after the work (a whole training epoch, a whole split).
+    const auto slash = path.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    struct stat d {};
+    if (::stat(dir.c_str(), &d) != 0) {
+      throw Error("cannot write '" + path + "': its folder '" + dir + "' " +
+                  (errno == ENOENT ? "does not exist" : std::string("cannot be read: ") + std::strerror(errno)));
+    }
+    if (!S_ISDIR(d.st_mode)) throw Error("cannot write '" + path + "': '" + dir + "' is not a folder");
+    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+      throw Error("cannot write '" + path + "': its folder '" + dir + "': " + std::strerror(errno));
+    }
+    return;
+  }
+  if (S_ISREG(st.st_mode)) return;
   const char* what = S_ISLNK(st.st_mode)    ? "a symbolic link"
                      : S_ISDIR(st.st_mode)  ? "a directory"
                      : S_ISCHR(st.st_mode)  ? "a character device"
@@ -41,6 +60,54 @@ inline void check_output_file(const std::string& path) {
                                             : "not a file";
   throw Error("'" + path + "' is " + what + ", not a regular file: outputs are written as new files that replace " +
               "their target, so give a file name");
+}
+
+/// Whether `a` and `b` name one file: the same device and inode where both
+/// exist; otherwise the same folder (resolved, so "./x" matches "x" and a
+/// link to the folder its target) and the same last name.
+inline bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  const bool has_a = ::stat(a.c_str(), &sa) == 0, has_b = ::stat(b.c_str(), &sb) == 0;
+  if (has_a && has_b) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  if (has_a != has_b) return false;
+  auto resolved = [](const std::string& p) {
+    const auto slash = p.find_last_of('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
+    const std::string name = slash == std::string::npos ? p : p.substr(slash + 1);
+    char* real = ::realpath(dir.c_str(), nullptr);
+    std::string out = (real ? std::string(real) : dir) + "/" + name;
+    std::free(real);
+    return out;
+  };
+  return resolved(a) == resolved(b);
+}
+
+/// A command's file argument: the flag or argument that names it ("--summary",
+/// "CHECKPOINT") and its path ("" when not given).
+struct FileArgument {
+  std::string flag;
+  std::string path;
+};
+
+/// Throws snn::Error when one of `outputs` names the same file as one of
+/// `inputs` or as another output: "--summary 'ck.h5' is the file given as
+/// --checkpoint: writing it would replace that file; give another name".
+/// Commands call it before the work; arguments with empty paths are skipped.
+inline void check_outputs_apart(const std::vector<FileArgument>& outputs, const std::vector<FileArgument>& inputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const FileArgument& out = outputs[i];
+    if (out.path.empty()) continue;
+    auto refuse = [&](const FileArgument& other, const char* what) {
+      throw Error(out.flag + " '" + out.path + "' is the file given as " + other.flag + ": writing it would " + what +
+                  "; give another name");
+    };
+    for (const FileArgument& in : inputs) {
+      if (!in.path.empty() && same_file(out.path, in.path)) refuse(in, "replace that file");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (!outputs[j].path.empty() && same_file(out.path, outputs[j].path)) refuse(outputs[j], "replace that output");
+    }
+  }
 }
 
 /// The temporary name write_file_atomically() writes before renaming:
