@@ -213,6 +213,8 @@ TEST(PopulationModelFile, ErrorsNameTheEntry) {
   const std::string head = "duration = 10\n[[population]]\nname = \"a\"\nmodel = \"iaf_psc_delta\"\nsize = 4\n";
   fails_with(head + "params = { I_e = [1, 2] }\n", "model 'm', population 'a': params: 'I_e' lists 2 currents for 4 neurons");
   fails_with(head + "params = { tau_syn_ex = 2 }\n", "population 'a': params: unknown parameter 'tau_syn_ex' of iaf_psc_delta");
+  // A misspelt name with a unit is named as unknown, not blamed on its unit.
+  fails_with(head + "params = { t_rf = \"2 ms\" }\n", "population 'a': params: unknown parameter 't_rf' of iaf_psc_delta");
   fails_with(head + "params = { dt = 0.2 }\n", "'dt' is the model's, set at the top of the file");
   fails_with(head + "[[poisson]]\ntarget = \"a\"\nrate = \"5 mV\"\nweight = 1\n",
              "Poisson drive 'poisson0': 'rate': '5 mV' is a potential (mV), but 'rate' is a rate (Hz)");
