@@ -18,6 +18,7 @@
 #include "snn/analysis/analysis.h"
 #include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
+#include "snn/simulator/file_kind.h"
 #include "validators.h"
 
 namespace snn::app {
@@ -155,6 +156,10 @@ void analyze_manifest(const std::string& path, ManifestFlags f) {
     if (!p->empty() && std::find(names.begin(), names.end(), *p) == names.end()) {
       throw Error("the sweep did not vary '" + *p + "' (it varied: " + all + ")");
     }
+  }
+  if (!f.by.empty() && f.by == f.x) {
+    throw Error("--by '" + f.by + "' is also --x: one line per value of the x axis shows one point each; give --by "
+                "another swept parameter" + (names.size() > 1 ? " (the sweep varied: " + all + ")" : ""));
   }
   // A population model sweep's rows hold each population's statistics
   // ("E.rate_hz", "E.synchrony", ...); the first is the default.
@@ -326,7 +331,27 @@ Run add_analyze_command(CLI::App& app) {
       if (!out->empty()) check_output_file(*out);
     }
     check_outputs_apart({{"--json", *json}, {"--plot", mf->plot}}, {{"the input", *path}, config_argument(cmd)});
+    // A file of another kind: say what it is and what reads it.
+    struct stat st {};
+    if (::stat(path->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      throw Error("'" + *path + "' is a folder: analyze takes a recording (run --output) or a sweep's manifest.json" +
+                  (::stat((*path + "/manifest.json").c_str(), &st) == 0 ? " (here: " + *path + "/manifest.json)" : ""));
+    }
+    const Hdf5Kind kind = hdf5_kind(*path);
+    if (kind == Hdf5Kind::kCheckpoint || kind == Hdf5Kind::kNir) {
+      throw Error("'" + *path + "' is " + describe(kind) + ", not a recording: snnsim run --checkpoint " + *path +
+                  " --output run.h5 records one to analyze");
+    }
+    // Flags of the other kind of input are errors, not silently ignored.
+    const std::vector<std::string> given = given_options(cmd);
+    auto refuse_given = [&](const std::vector<std::string>& flags, const char* what) {
+      for (const std::string& flag : flags) {
+        if (std::find(given.begin(), given.end(), flag) != given.end()) throw Error(flag + " is for " + what);
+      }
+    };
     if (ends_with(*path, ".json")) {
+      refuse_given({"--chunk-bytes", "--plot-format", "--raster"},
+                   "recordings (with --plots); a sweep manifest takes --x, --y, --by and --plot");
       if (!plots->empty() || !json->empty()) throw Error("--plots and --json are for recordings; a manifest takes --plot");
       if (*sync_bin != 0) {
         throw Error("--synchrony-bin is for recordings: a sweep's points measure synchrony as they run ([base] "
@@ -336,6 +361,7 @@ Run add_analyze_command(CLI::App& app) {
       return;
     }
     if (!mf->plot.empty()) throw Error("--plot is for sweep manifests; a recording takes --plots DIR");
+    refuse_given({"--x", "--y", "--by"}, "sweep manifests (manifest.json); a recording's statistics are all printed");
     analysis::AnalysisOptions o;
     o.chunk_bytes = static_cast<int64_t>(parse_bytes("--chunk-bytes", *chunk));
     o.synchrony_bin_ms = *sync_bin;

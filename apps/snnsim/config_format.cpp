@@ -52,7 +52,18 @@ std::map<std::string, int> toml_key_lines(const std::string& text, const Source&
     if (line.size() < 3) continue;  // CLI11 skips these too
     if (line.front() == '[' && line.back() == ']') {
       std::string name = line.substr(1, line.size() - 2);
-      if (name.size() > 1 && name.front() == '[' && name.back() == ']') name = name.substr(1, name.size() - 2);
+      if (name.size() > 1 && name.front() == '[' && name.back() == ']') {
+        // An array of tables: another kind of file given as options.
+        name = trimmed(name.substr(1, name.size() - 2));
+        const bool model = name == "population" || name == "projection";
+        const bool graph = name == "nodes" || name == "edges";
+        src.fail("[[" + name + "]] is an array of tables, which options and sweep files do not have" +
+                     (model ? ": this is a population model (snnsim simulate runs it; a sweep file names it as "
+                              "[base] model = \"FILE\")"
+                      : graph ? ": this is a network graph (snnsim train --model FILE trains it)"
+                              : ""),
+                 n);
+      }
       name = trimmed(name);
       const auto [it, fresh] = tables.emplace(name, n);
       if (!fresh) src.fail("table [" + name + "] appears twice (first at line " + std::to_string(it->second) + ")", n);
@@ -216,6 +227,14 @@ std::vector<CLI::ConfigItem> TomlOrJsonConfig::from_config(std::istream& input) 
     const CLI::Option* config = app_->get_config_ptr();
     const std::string path = config != nullptr && !config->results().empty() ? config->results().front() : "";
     src.prefix = "config '" + path + "' (" + (src.json ? "JSON" : "TOML") + ")";
+    // A binary file (a checkpoint given as --config): say so, not print its
+    // first bytes as a malformed line.
+    if (text.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0) {
+      throw CLI::ConfigError("config '" + path + "' is an HDF5 file (a checkpoint or a recording), not a TOML or JSON options file");
+    }
+    if (text.find('\0') != std::string::npos) {
+      throw CLI::ConfigError("config '" + path + "' is a binary file, not a TOML or JSON options file");
+    }
   }
   std::map<std::string, int> lines;
   std::vector<CLI::ConfigItem> items;

@@ -421,7 +421,11 @@ RunOptions resumed_options(const std::string& recording, const std::vector<std::
     if (std::find(kRunResumeFlags.begin(), kRunResumeFlags.end(), flag) != kRunResumeFlags.end()) continue;
     const std::string key = flag.substr(2);
     throw Error(flag + " cannot be given with --resume: the recording continues with the settings it was started " +
-                "with" + (values.contains(key) ? " (" + key + " = " + values.at(key).dump() + ")" : "") +
+                "with" +
+                (values.contains(key) ? " (" + key + " = " +
+                                            (values.at(key).is_null() ? std::string("the checkpoint's")
+                                                                      : values.at(key).dump()) + ")"
+                                      : "") +
                 "; only --devices, --balance, --threads, --steps-per-tick, --batch-size and --summary may change");
   }
   return saved;
@@ -591,6 +595,13 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     record.resume = resuming;
     record.spikes = parse_population_list("--record", o.record, c);
     record.traces = parse_population_list("--record-v", o.record_v, c);
+    for (const auto& [layer, ids] : record.traces) {
+      if (ids.empty()) {  // (--record NAME means every neuron; potentials are per chosen neuron)
+        const std::string name = population_name(c, layer);
+        throw Error("--record-v: '" + name + "' names no neurons: potentials are recorded for the neurons listed, e.g. " +
+                    name + ":0,5,17 or " + name + ":0-9");
+      }
+    }
     record.meta = run_provenance(c, o, kGitCommit);
     if (world) {
       record.meta.emplace_back("world_size", std::to_string(world->size()));

@@ -34,6 +34,7 @@
 #include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
 #include "snn/populations/model_file.h"
+#include "snn/simulator/checkpoint.h"
 
 namespace snn::app {
 namespace {
@@ -139,6 +140,11 @@ void check_value(const Sweep& s, const std::string& name, const std::string& v, 
   if (name == "checkpoint") {
     struct stat st {};
     if (::stat(v.c_str(), &st) != 0) throw Error(what + ": no checkpoint '" + v + "'");
+    try {  // its network, not just its name: a recording would fail every point
+      (void)read_checkpoint_config(v);
+    } catch (const Error& e) {
+      throw Error(what + ": " + e.what());
+    }
     return;
   }
   if (name == "v-reset" && v == "none") return;

@@ -150,7 +150,10 @@ LabeledImages read_labeled_images(const std::string& images_path, const std::str
 }
 
 ImageDataset load_image_dataset(const std::string& directory, int64_t num_classes) {
-  if (!is_dir(directory)) throw Error("data directory '" + directory + "' does not exist");
+  if (!is_dir(directory)) {
+    throw Error("data directory '" + directory + "' " +
+                (is_file(directory) ? "is a file, not a folder of IDX files" : "does not exist"));
+  }
   auto find = [&](const std::string& stem) {
     for (const std::string& name : {stem, stem + ".gz"}) {
       const std::string p = directory + "/" + name;

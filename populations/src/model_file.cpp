@@ -335,6 +335,10 @@ int64_t PopulationModel::steps() const { return static_cast<int64_t>(std::llroun
 PopulationModel parse_population_model(const std::string& text, const std::string& where,
                                        const std::vector<std::pair<std::string, std::string>>& set) {
   json doc = graph::detail::parse_text_document(text, where);
+  if (doc.is_object() && doc.contains("nodes") && !doc.contains("population")) {
+    throw Error(where + " is a network graph (nodes and edges), not a population model: snnsim train --model FILE "
+                        "trains it");
+  }
   Parameters params(doc.is_object() && doc.contains("parameters") ? &doc.at("parameters") : nullptr,
                     where + ", parameters");
   for (const auto& [name, value] : set) {

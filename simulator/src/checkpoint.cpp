@@ -16,6 +16,7 @@
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
 #include "snn/graph/nir_file.h"
+#include "snn/simulator/file_kind.h"
 #include "snn/simulator/network_graph.h"
 
 namespace snn {
@@ -196,12 +197,20 @@ void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t
 
 namespace {
 Handle open_checkpoint(const std::string& path) {
-  if (H5Fis_hdf5(path.c_str()) <= 0) {
+  const Hdf5Kind kind = hdf5_kind(path);
+  if (kind == Hdf5Kind::kNotHdf5) {
     std::FILE* f = std::fopen(path.c_str(), "rb");
     if (!f) throw Error("cannot open checkpoint '" + path + "': " + std::strerror(errno));
     std::fclose(f);
     throw Error("checkpoint '" + path + "' is not an HDF5 file (a checkpoint of snnsim train, or a .nir file; a TOML or "
                 "JSON graph has no weights: train it with snnsim train --model)");
+  }
+  // Another kind of HDF5 file: say what it is rather than which attribute
+  // it lacks.
+  if (kind != Hdf5Kind::kCheckpoint) {
+    const bool other = kind == Hdf5Kind::kDamaged || kind == Hdf5Kind::kNirWithoutVersion;  // says what is wrong
+    throw Error("checkpoint '" + path + "' is " + describe(kind) + (other ? "" : ", not a checkpoint of snnsim train") +
+                (kind == Hdf5Kind::kRecording ? " (snnsim inspect names the checkpoint it was made with)" : ""));
   }
   Handle file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
   if (!file.ok()) throw Error("cannot open checkpoint '" + path + "'");

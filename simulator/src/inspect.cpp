@@ -20,6 +20,7 @@
 #include "snn/recording/recording_info.h"
 #include "snn/graph/nir_file.h"
 #include "snn/simulator/checkpoint.h"
+#include "snn/simulator/file_kind.h"
 #include "snn/simulator/graph_model.h"
 #include "snn/simulator/network_graph.h"
 
@@ -490,25 +491,17 @@ FileDescription describe_file(const std::string& path) {
   std::ifstream probe(path, std::ios::binary);
   if (!probe) throw Error("cannot open " + quoted(path) + ": " + std::strerror(errno));
   hdf5::QuietHdf5 quiet;
-  if (H5Fis_hdf5(path.c_str()) > 0) {
-    bool recording = false, checkpoint = false;
-    {
-      // SWMR reading opens a file a run is writing or was killed writing;
-      // other files (checkpoints) open without it.
-      Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-      H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
-      H5Pset_metadata_read_attempts(fapl.get(), 1);
-      Handle f(H5Fopen(path.c_str(), H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, fapl.get()), H5Fclose);
-      if (!f.ok()) f = Handle(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
-      if (!f.ok()) throw Error(quoted(path) + " is an HDF5 file that cannot be opened: it is damaged (e.g. truncated)");
-      recording = H5Aexists(f.get(), "format") > 0 || H5Aexists(f.get(), "magic") > 0;
-      checkpoint = H5Aexists(f.get(), "config") > 0 && H5Lexists(f.get(), "parameters", H5P_DEFAULT) > 0;
-    }
-    if (recording) return describe_recording(path);
-    if (checkpoint) return describe_checkpoint(path);
-    if (graph::is_nir_file(path)) return describe_nir(path);
-    throw Error(quoted(path) + " is an HDF5 file but neither an snnsim checkpoint (attribute 'config' and /parameters) "
-                "nor a recording (attribute 'format') nor a NIR graph (/version and /node)");
+  switch (const Hdf5Kind kind = hdf5_kind(path)) {
+    case Hdf5Kind::kNotHdf5:
+      break;
+    case Hdf5Kind::kRecording:
+      return describe_recording(path);
+    case Hdf5Kind::kCheckpoint:
+      return describe_checkpoint(path);
+    case Hdf5Kind::kNir:
+      return describe_nir(path);
+    default:
+      throw Error(quoted(path) + " is " + describe(kind));
   }
   char first = 0;
   while (probe.get(first) && std::isspace(static_cast<unsigned char>(first))) {

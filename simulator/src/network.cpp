@@ -1,5 +1,7 @@
 #include "snn/simulator/network.h"
 
+#include <fmt/format.h>
+#include <torch/cuda.h>
 #include <torch/nn/modules/container/sequential.h>
 
 #include <chrono>
@@ -8,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "snn/core/build_info.h"
 #include "snn/core/error.h"
 #include "snn/graph/graph_text.h"
 #include "snn/simulator/graph_model.h"
@@ -45,7 +48,7 @@ void NetworkSpec::validate() const {
   }
   neuron.validate();
   if (!(input_gain > 0) || !std::isfinite(input_gain)) {
-    throw Error("the input gain must be positive, got " + std::to_string(input_gain));
+    throw Error(fmt::format("the input gain must be positive, got {}", input_gain));
   }
   if (!layer_names.empty() && layer_names.size() + 1 != layers.size()) {
     throw Error(std::to_string(layer_names.size()) + " layer names for " + std::to_string(layers.size() - 1) +
@@ -76,11 +79,18 @@ void SimulationConfig::validate(int64_t units) const {
     } catch (const std::exception&) {
       throw Error("device '" + d + "' is not cpu or cuda:N");
     }
+    const torch::Device dev(d);
+    const int64_t gpus = dev.is_cuda() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
+    if (dev.is_cuda() && (dev.index() >= gpus || gpus == 0)) {
+      throw Error("device '" + d + "' is not available: this machine has " + std::to_string(gpus) + " CUDA device" +
+                  (gpus == 1 ? "" : "s") + (SNN_WITH_CUDA ? "" : " (this snnsim was built without CUDA)"));
+    }
   }
   if (!balance.empty()) {
     if (balance.size() != devices.size()) {
-      throw Error("balance has " + std::to_string(balance.size()) + " entries but there are " +
-                  std::to_string(devices.size()) + " devices");
+      throw Error("balance has " + std::to_string(balance.size()) + " entries but there " +
+                  (devices.size() == 1 ? "is 1 device" : "are " + std::to_string(devices.size()) + " devices") +
+                  ": one count of layers per device");
     }
     int64_t sum = 0;
     for (auto b : balance) {

@@ -5,6 +5,7 @@
 #include "snn/core/error.h"
 #include "snn/graph/graph_text.h"
 #include "snn/graph/nir_file.h"
+#include "snn/simulator/file_kind.h"
 #include "snn/simulator/graph_model.h"
 
 namespace snn {
@@ -161,6 +162,18 @@ ChainModel chain_model(const Graph& g) {
 
 Graph read_model_file(const std::string& path, std::optional<double> nir_dt) {
   const bool nir = graph::is_nir_file(path);
+  if (!nir) {
+    // Any other HDF5 file (a checkpoint, a recording, a NIR file without
+    // /version or cut short) would be read as TOML and fail on its bytes.
+    const Hdf5Kind kind = hdf5_kind(path);
+    if (kind != Hdf5Kind::kNotHdf5) {
+      const bool other = kind == Hdf5Kind::kDamaged || kind == Hdf5Kind::kNirWithoutVersion;  // says what is wrong
+      throw Error("model '" + path + "' is " + describe(kind) + (other ? "" : ", not a network graph") +
+                  (kind == Hdf5Kind::kCheckpoint
+                       ? ": simulate it with snnsim run --checkpoint, or continue its training with snnsim train --resume"
+                       : ""));
+    }
+  }
   if (nir_dt && !nir) throw Error("--nir-dt applies to .nir files only; model '" + path + "' is a TOML or JSON graph");
   Graph g = nir ? graph::read_nir(path, nir_dt) : graph::read_graph_text(path);
   try {

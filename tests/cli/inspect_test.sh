@@ -213,7 +213,7 @@ json.dump(m, open(sys.argv[2], "w"))
 PY
 expect_error "manifest with a malformed row" "sweep manifest '$tmp/badrow.json' is malformed" inspect "$tmp/badrow.json"
 "$python" -c "import h5py, sys; h5py.File(sys.argv[1], 'w').create_dataset('x', data=[1, 2])" "$tmp/other.h5"
-expect_error "HDF5 of another kind" "is an HDF5 file but neither an snnsim checkpoint" inspect "$tmp/other.h5"
+expect_error "HDF5 of another kind" "is an HDF5 file of another program (neither an snnsim checkpoint" inspect "$tmp/other.h5"
 head -c 3000 "$tmp/ck.h5" >"$tmp/cut_ck.h5"
 expect_error "a truncated checkpoint" "cut_ck.h5'" inspect "$tmp/cut_ck.h5"
 size=$(stat -c %s "$tmp/rec.h5")

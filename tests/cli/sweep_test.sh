@@ -56,23 +56,31 @@ rm "$tmp/grid/point-0002.h5"
   ok || fail "rerun did not redo the lost point: $(cat "$tmp/again.out")"
 
 # A failing point is recorded with its error; the others complete; exit 2.
-cp "$fixture/t10k-labels-idx1-ubyte" "$tmp/not-a-checkpoint.h5"
+# (A checkpoint that is not one is refused before any point runs, below; a T
+# too large for the memory fails in its point.)
 cat >"$tmp/fail.toml" <<TOML
 [sweep]
 out = "$tmp/fail"
 [base]
 data-dir = "$fixture"
 limit = 10
+checkpoint = "$tmp/ck.h5"
 [grid]
-checkpoint = ["$tmp/ck.h5", "$tmp/not-a-checkpoint.h5"]
+T = [4, 1000000000]
 TOML
 "$snnsim" sweep "$tmp/fail.toml" >"$tmp/fail.out" 2>"$tmp/fail.err"
 [[ $? -eq 2 ]] && grep -q "1 point(s) failed" "$tmp/fail.err" && ok || fail "a failing point: $(cat "$tmp/fail.out" "$tmp/fail.err")"
 "$python" - "$tmp/fail/manifest.json" <<'PY' && ok || fail "the failure is not in the manifest"
 import json, sys
 rows = json.load(open(sys.argv[1]))["rows"]
-assert rows[0]["status"] == "done" and rows[1]["status"] == "failed" and "checkpoint" in rows[1]["error"], rows
+assert rows[0]["status"] == "done" and rows[1]["status"] == "failed" and "memory" in rows[1]["error"], rows
 PY
+cp "$fixture/t10k-labels-idx1-ubyte" "$tmp/not-a-checkpoint.h5"
+sed "s|checkpoint = \"$tmp/ck.h5\"|checkpoint = \"$tmp/not-a-checkpoint.h5\"|; s|$tmp/fail\"|$tmp/never\"|" \
+  "$tmp/fail.toml" >"$tmp/notck.toml"
+expect_error "a checkpoint that is not one" "not-a-checkpoint.h5' is not an HDF5 file" \
+  sweep "$tmp/notck.toml"
+[[ ! -e "$tmp/never" ]] && ok || fail "a sweep refused before its points made its folder"
 
 # Shards (as a job array would run them) and their merge equal the whole sweep.
 sed "s|$tmp/grid\"|$tmp/sharded\"|" "$tmp/grid.toml" >"$tmp/sharded.toml"
