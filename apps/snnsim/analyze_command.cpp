@@ -291,6 +291,11 @@ void check_outputs(const std::string& plot, const std::string& plots) {
                 "picks png or svg), got " + std::string(exists ? "the file '" : "'") + plots + "'" +
                 (exists ? "" : " (extension '" + extension_of(plots) + "'); a single plot is --plot FILE.png for a sweep manifest"));
   }
+  if (!exists) {  // made after the analysis, in a folder that must be there now
+    std::string folder = plots;
+    while (folder.size() > 1 && folder.back() == '/') folder.pop_back();
+    check_parent_folder(folder);
+  }
 }
 
 }  // namespace
@@ -342,16 +347,16 @@ Run add_analyze_command(CLI::App& app) {
       throw Error("'" + *path + "' is " + describe(kind) + ", not a recording: snnsim run --checkpoint " + *path +
                   " --output run.h5 records one to analyze");
     }
-    // Flags of the other kind of input are errors, not silently ignored.
-    const std::vector<std::string> given = given_options(cmd);
+    // Flags of the other kind of input are errors, not silently ignored
+    // (where typed: a --config's [analyze] may set them for both kinds).
     auto refuse_given = [&](const std::vector<std::string>& flags, const char* what) {
       for (const std::string& flag : flags) {
-        if (std::find(given.begin(), given.end(), flag) != given.end()) throw Error(flag + " is for " + what);
+        if (typed(flag)) throw Error(flag + " is for " + what);
       }
     };
     if (ends_with(*path, ".json")) {
       refuse_given({"--chunk-bytes", "--plot-format", "--raster"},
-                   "recordings (with --plots); a sweep manifest takes --x, --y, --by and --plot");
+                   "recordings; a sweep manifest takes --x, --y, --by and --plot");
       if (!plots->empty() || !json->empty()) throw Error("--plots and --json are for recordings; a manifest takes --plot");
       if (*sync_bin != 0) {
         throw Error("--synchrony-bin is for recordings: a sweep's points measure synchrony as they run ([base] "

@@ -89,7 +89,7 @@ void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
   net->make_pipeline();  // moves the stages to their devices (and says when one does not exist)
 
   // The first B held-out digits, rate coded.
-  const ImageDataset data = load_image_dataset(f.data_dir, c.layers.back());
+  const ImageDataset data = load_data_for_outputs(f.data_dir, c.layers.back());
   if (data.test.size() < f.batch) {
     throw Error(fmt::format("--batch {} is more than the {} test images in {}", f.batch, data.test.size(), f.data_dir));
   }

@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+namespace snn {
+struct ImageDataset;
+}  // namespace snn
+
 namespace snn::app {
 
 using Run = std::function<void()>;
@@ -41,6 +45,10 @@ Run add_simulate_command(CLI::App& app);
 /// The embedded MNIST subset's folder: the copy installed beside this executable
 /// (PREFIX/share/snnsim/mnist), else the source tree's (the build tree's snnsim).
 std::string default_data_dir();
+/// The MNIST-format data in `dir` for a network with `outputs` output
+/// neurons, one per class: a label the output cannot represent is refused
+/// as the network's size, not as a fault of the labels file.
+ImageDataset load_data_for_outputs(const std::string& dir, int64_t outputs);
 /// "a,b,c" -> {"a", "b", "c"} (flags that take comma-separated lists).
 std::vector<std::string> split_list(const std::string& text);
 /// "500M"-style sizes for `flag`: bytes, or with a K, M, G or T suffix
@@ -56,6 +64,11 @@ nlohmann::json json_number(double x);
 std::vector<std::string> sweep_metric_names(const nlohmann::json& rows);
 /// The long names ("--tau") of the options given to `cmd`, on the command line or in --config.
 std::vector<std::string> given_options(const CLI::App* cmd);
+/// Remembers the command line for typed(); main() calls it before parsing.
+void set_command_line(int argc, const char* const* argv);
+/// Whether `flag` ("--x") was typed on the command line, not only set in a
+/// --config file (a config's defaults may hold options a command ignores).
+bool typed(const std::string& flag);
 /// The --config file given to `cmd`'s program, as an input the command's
 /// outputs must not replace ({"--config", ""} when none).
 FileArgument config_argument(const CLI::App* cmd);

@@ -6,6 +6,8 @@
 #include <set>
 #include <sstream>
 
+#include "snn/core/binary_text.h"
+#include "snn/core/error.h"
 #include "suggest.h"
 #include "validators.h"
 
@@ -227,14 +229,14 @@ std::vector<CLI::ConfigItem> TomlOrJsonConfig::from_config(std::istream& input) 
     const CLI::Option* config = app_->get_config_ptr();
     const std::string path = config != nullptr && !config->results().empty() ? config->results().front() : "";
     src.prefix = "config '" + path + "' (" + (src.json ? "JSON" : "TOML") + ")";
-    // A binary file (a checkpoint given as --config): say so, not print its
-    // first bytes as a malformed line.
-    if (text.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0) {
-      throw CLI::ConfigError("config '" + path + "' is an HDF5 file (a checkpoint or a recording), not a TOML or JSON options file");
-    }
-    if (text.find('\0') != std::string::npos) {
-      throw CLI::ConfigError("config '" + path + "' is a binary file, not a TOML or JSON options file");
-    }
+  }
+  // A binary file (a checkpoint given as --config or as a sweep file): say
+  // so, not print its first bytes as a malformed line.
+  try {
+    refuse_binary_text(text, src.prefix.empty() ? "the file" : src.prefix.substr(0, src.prefix.find(" (")),
+                       "a TOML or JSON options file");
+  } catch (const Error& e) {
+    throw CLI::ConfigError(e.what());
   }
   std::map<std::string, int> lines;
   std::vector<CLI::ConfigItem> items;

@@ -92,6 +92,7 @@ int main(int argc, char** argv) {
   runs.push_back(snn::app::add_export_command(app));
   runs.push_back(snn::app::add_simulate_command(app));
   try {
+    snn::app::set_command_line(argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -290,7 +290,7 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   placement_of(f.sim).apply(*built);
   c = built->config();
   SpikingNetwork& net = *built;
-  const ImageDataset data = load_image_dataset(f.sim.data_dir, c.layers.back());
+  const ImageDataset data = load_data_for_outputs(f.sim.data_dir, c.layers.back());
   net.prepare_input(data.train.images.narrow(0, 0, 1));  // input size check before any output
   auto_balance(f.sim, net, data.train.images);
   Trainer trainer(net, o);
@@ -553,6 +553,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     o.resolve_paths();
   }
   const std::string output = resuming ? f.resume : f.output;
+  if (resuming) check_outputs_apart({{"--summary", f.summary}}, {{"the recording's checkpoint", o.checkpoint}});
   LoadedNetwork loaded;
   try {
     loaded = load_network(o.checkpoint, o.overrides, pipeline ? Placement{} : placement_of(f.sim));
@@ -562,7 +563,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   }
   SpikingNetwork& net = *loaded.network;
   const NetworkConfig& c = net.config();
-  const ImageDataset data = load_image_dataset(o.data_dir, c.layers.back());
+  const ImageDataset data = load_data_for_outputs(o.data_dir, c.layers.back());
   const LabeledImages& split = o.split == "train" ? data.train : data.test;
   net.prepare_input(split.images.narrow(0, 0, 1));
   if (pipeline) {
@@ -756,6 +757,36 @@ std::vector<std::string> given_options(const CLI::App* cmd) {
     if (opt->count() > 0) given.push_back(opt->get_name());
   }
   return given;
+}
+
+namespace {
+std::vector<std::string>& command_line() {
+  static std::vector<std::string> words;
+  return words;
+}
+}  // namespace
+
+void set_command_line(int argc, const char* const* argv) { command_line().assign(argv, argv + argc); }
+
+bool typed(const std::string& flag) {
+  for (const std::string& w : command_line()) {
+    if (w == flag || w.rfind(flag + "=", 0) == 0) return true;
+  }
+  return false;
+}
+
+ImageDataset load_data_for_outputs(const std::string& dir, int64_t outputs) {
+  ImageDataset data = load_image_dataset(dir, 256);  // every byte label; checked against the network below
+  int64_t top = -1;
+  for (const LabeledImages* split : {&data.train, &data.test}) {
+    if (split->size() > 0) top = std::max(top, split->labels.max().item<int64_t>());
+  }
+  if (top >= outputs) {
+    throw Error("the network's output layer has " + std::to_string(outputs) + " neuron" + (outputs == 1 ? "" : "s") +
+                ", one per class, but the labels in '" + dir + "' go up to " + std::to_string(top) +
+                ": give it at least " + std::to_string(top + 1) + " output neurons");
+  }
+  return data;
 }
 
 FileArgument config_argument(const CLI::App* cmd) {

@@ -142,10 +142,17 @@ void set_iaf_parameter(IafOptions& o, const std::string& name, double value) {
   } else if (name == "tau_syn_in" && !delta) {
     o.tau_syn_in(value);
   } else {
-    std::string list;
-    for (const auto& n : iaf_parameter_names(o.model())) list += (list.empty() ? "" : ", ") + n;
-    throw Error("unknown parameter '" + name + "' of " + to_string(o.model()) + "; it has " + list);
+    check_iaf_parameter_name(o.model(), name);
+    throw Error("set_iaf_parameter: '" + name + "' is a parameter of " + to_string(o.model()) + " it does not set");
   }
+}
+
+void check_iaf_parameter_name(IafModel model, const std::string& name) {
+  const auto names = iaf_parameter_names(model);
+  if (std::find(names.begin(), names.end(), name) != names.end()) return;
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+  throw Error("unknown parameter '" + name + "' of " + to_string(model) + "; it has " + list);
 }
 
 int64_t IafOptions::refractory_steps() const {

@@ -89,13 +89,16 @@ void ModelPipeline::append_any(torch::nn::AnyModule module, torch::Device device
   if (module.is_empty()) throw Error("ModelPipeline::append: the module is empty");
   if (device.is_cuda()) {
 #if SNN_WITH_CUDA
+    // (Checked here, where the stages are placed, not where a config is
+    // read: a checkpoint trained on a GPU is inspected and run elsewhere.)
     if (!torch::cuda::is_available() || device.index() >= static_cast<int>(torch::cuda::device_count())) {
-      throw Error("ModelPipeline::append: device " + device.str() + " is not available (" +
-                  std::to_string(torch::cuda::device_count()) + " CUDA devices)");
+      const auto gpus = torch::cuda::device_count();
+      throw Error("device '" + device.str() + "' is not available: this machine has " + std::to_string(gpus) +
+                  " CUDA device" + (gpus == 1 ? "" : "s"));
     }
     if (!device.has_index()) device = torch::Device(torch::kCUDA, 0);
 #else
-    throw Error("ModelPipeline::append: device " + device.str() + " needs CUDA, but snnsim was built without it");
+    throw Error("device '" + device.str() + "' needs CUDA, but snnsim was built without it");
 #endif
   } else if (!device.is_cpu()) {
     throw Error("ModelPipeline::append: unsupported device " + device.str() + " (use cpu or cuda:N)");

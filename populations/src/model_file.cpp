@@ -259,13 +259,10 @@ PopulationSpec read_population(const Entry& e, double dt) {
     }
     // The name first: a misspelt name with a unit ("t_rf = '2 ms'") would
     // otherwise be read as a potential and blamed on its unit.
-    const auto names = iaf_parameter_names(p.neuron.model());
-    if (std::find(names.begin(), names.end(), key) == names.end()) {
-      try {
-        set_iaf_parameter(p.neuron, key, 0);  // throws "unknown parameter ... it has ..."
-      } catch (const Error& err) {
-        named.fail(std::string("params: ") + err.what());
-      }
+    try {
+      check_iaf_parameter_name(p.neuron.model(), key);
+    } catch (const Error& err) {
+      named.fail(std::string("params: ") + err.what());
     }
     const double v = named.quantity_of(value, key, kind_of_parameter(key));
     try {

@@ -23,10 +23,6 @@ using hdf5::Handle;
 namespace sc = schema;
 
 
-std::string folder_of(const std::string& path) {
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
 std::string name_of(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -104,7 +100,7 @@ void write_virtual(hid_t out, hid_t first_part, const std::vector<Part>& parts, 
     Handle sspace(H5Screate_simple(rank, count, nullptr), H5Sclose);
     // Beside the merged file: named relative to its folder, which HDF5
     // searches first, so the parts move with it.
-    const std::string source = folder_of(p.path) == folder ? name_of(p.path) : p.path;
+    const std::string source = parent_folder(p.path) == folder ? name_of(p.path) : p.path;
     check(H5Pset_virtual(dcpl.get(), vspace.get(), source.c_str(), path.c_str(), sspace.get()),
           "recording: cannot map /" + path + " onto '" + p.path + "'");
     at += n;
@@ -210,7 +206,7 @@ void write_merged_recording(const std::string& path, const std::vector<std::stri
     const hid_t o = out.get();
     Handle first = detail::open_read_only(parts[0].path);
     const hid_t f0 = first.get();
-    const std::string folder = folder_of(path);
+    const std::string folder = parent_folder(path);
     copy_attributes(f0, o, "the root");
 
     // /meta: the first part's provenance, with the whole's counter and status.

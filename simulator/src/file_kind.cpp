@@ -4,12 +4,12 @@
 
 #include <fstream>
 
+#include "snn/core/binary_text.h"
 #include "snn/core/detail/hdf5.h"
+#include "snn/graph/nir_file.h"
 #include "snn/recording/schema.h"
 
 namespace snn {
-
-bool has_hdf5_signature(const std::string& bytes) { return bytes.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0; }
 
 Hdf5Kind hdf5_kind(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -34,9 +34,10 @@ Hdf5Kind hdf5_kind(const std::string& path) {
     return Hdf5Kind::kRecording;
   }
   if (H5Aexists(f.get(), "config") > 0 && H5Lexists(f.get(), "parameters", H5P_DEFAULT) > 0) return Hdf5Kind::kCheckpoint;
-  if (H5Lexists(f.get(), "node", H5P_DEFAULT) > 0) {
-    return H5Lexists(f.get(), "version", H5P_DEFAULT) > 0 ? Hdf5Kind::kNir : Hdf5Kind::kNirWithoutVersion;
-  }
+  if (graph::is_nir_file(path)) return Hdf5Kind::kNir;
+  // (nir.write always writes /version; a file with nodes but none is a NIR
+  // graph that snnsim cannot date.)
+  if (H5Lexists(f.get(), "node", H5P_DEFAULT) > 0) return Hdf5Kind::kNirWithoutVersion;
   return Hdf5Kind::kOther;
 }
 
@@ -45,7 +46,7 @@ std::string describe(Hdf5Kind kind) {
     case Hdf5Kind::kNotHdf5:
       return "not an HDF5 file";
     case Hdf5Kind::kDamaged:
-      return "a damaged HDF5 file that HDF5 cannot open (e.g. truncated)";
+      return "an HDF5 file that HDF5 cannot open (cut short or damaged, or locked by a program writing it)";
     case Hdf5Kind::kCheckpoint:
       return "a checkpoint of snnsim train";
     case Hdf5Kind::kRecording:

@@ -1,7 +1,6 @@
 #include "snn/simulator/network.h"
 
 #include <fmt/format.h>
-#include <torch/cuda.h>
 #include <torch/nn/modules/container/sequential.h>
 
 #include <chrono>
@@ -10,7 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "snn/core/build_info.h"
 #include "snn/core/error.h"
 #include "snn/graph/graph_text.h"
 #include "snn/simulator/graph_model.h"
@@ -79,12 +77,7 @@ void SimulationConfig::validate(int64_t units) const {
     } catch (const std::exception&) {
       throw Error("device '" + d + "' is not cpu or cuda:N");
     }
-    const torch::Device dev(d);
-    const int64_t gpus = dev.is_cuda() ? static_cast<int64_t>(torch::cuda::device_count()) : 0;
-    if (dev.is_cuda() && (dev.index() >= gpus || gpus == 0)) {
-      throw Error("device '" + d + "' is not available: this machine has " + std::to_string(gpus) + " CUDA device" +
-                  (gpus == 1 ? "" : "s") + (SNN_WITH_CUDA ? "" : " (this snnsim was built without CUDA)"));
-    }
+
   }
   if (!balance.empty()) {
     if (balance.size() != devices.size()) {

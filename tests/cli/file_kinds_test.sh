@@ -41,9 +41,9 @@ expect_error "recording as --checkpoint" "checkpoint 'rec.h5' is a recording of 
 expect_error "recording to resume training" "'rec.h5' is a recording of snnsim run or simulate" \
   train --data-dir "$fixture" --resume rec.h5
 # NIR files cut short or without /version.
-expect_error "truncated NIR as a model" "model 'cut.nir' is a damaged HDF5 file that HDF5 cannot open (e.g. truncated)" \
+expect_error "truncated NIR as a model" "model 'cut.nir' is an HDF5 file that HDF5 cannot open (cut short or damaged" \
   train --data-dir "$fixture" --model cut.nir --limit 4 --checkpoint never.h5
-expect_error "truncated NIR to run" "'$tmp/cut.nir' is a damaged HDF5 file" \
+expect_error "truncated NIR to run" "'$tmp/cut.nir' is an HDF5 file that HDF5 cannot open" \
   run --model cut.nir --data-dir "$fixture" --limit 4
 expect_error "NIR without version" "model 'nover.nir' is a NIR graph without /version (snnsim reads NIR 1.x" \
   train --data-dir "$fixture" --model nover.nir --limit 4 --checkpoint never.h5
@@ -55,6 +55,7 @@ expect_error "graph as a population model" "is a network graph (nodes and edges)
 expect_error "population model as a sweep file" \
   "line 32: \[\[population\]\] is an array of tables, which options and sweep files do not have: this is a population model" \
   sweep "$examples/brunel/brunel_small.toml"
+expect_error "checkpoint as a sweep file" "sweep file 'ck.h5': the file is an HDF5 file" sweep ck.h5
 expect_error "graph as --config" "\[\[nodes\]\] is an array of tables.*this is a network graph" \
   --config "$examples/graphs/mlp.toml" run
 printf '[sweep]\nout = "sw"\n[base]\ncheckpoint = "rec.h5"\nlimit = 4\n[grid]\ntau = [1.5, 2.0]\n' >bad_sweep.toml
@@ -78,10 +79,25 @@ expect_error "analyze a manifest with --raster" "--raster is for recordings" ana
 # Values that say what is wrong.
 expect_error "record-v without ids" "--record-v: 'hidden' names no neurons: potentials are recorded for the neurons listed, e.g. hidden:0,5,17" \
   run --checkpoint ck.h5 --data-dir "$fixture" --limit 4 --output rv.h5 --record-v hidden
-expect_error "a device that is not there" "device 'cuda:99' is not available: this machine has" \
+expect_error "a device that is not there" "device 'cuda:99' \\(is not available: this machine has\\|needs CUDA\\)" \
   run --checkpoint ck.h5 --data-dir "$fixture" --limit 4 --devices cuda:99
+# A checkpoint trained on a GPU is still inspected and run elsewhere.
+cp ck.h5 gpu.h5
+"$python" - <<'PY' || fail "h5py could not set the checkpoint's devices"
+import h5py, json, numpy
+with h5py.File("gpu.h5", "r+") as f:
+    c = json.loads(f.attrs["config"])
+    c["devices"] = ["cuda:0"]
+    f.attrs["config"] = numpy.bytes_(json.dumps(c))  # fixed-length, as snnsim writes it
+PY
+"$snnsim" inspect gpu.h5 >inspect_gpu.out 2>&1 && ok || fail "inspect of a GPU checkpoint: $(cat inspect_gpu.out)"
+"$snnsim" run --checkpoint gpu.h5 --devices cpu --data-dir "$fixture" --limit 4 >run_gpu.out 2>&1 && ok ||
+  fail "run --devices cpu of a GPU checkpoint: $(cat run_gpu.out)"
 expect_error "data folder that is a file" "data directory '$tmp/ck.h5' is a file, not a folder of IDX files" \
   run --checkpoint ck.h5 --data-dir ck.h5 --limit 4
+expect_error "fewer outputs than classes" \
+  "the network's output layer has 7 neurons, one per class, but the labels in '$fixture' go up to 9: give it at least 10 output neurons" \
+  train --data-dir "$fixture" --layers 784-16-7 --epochs 1 --limit 8 --checkpoint never.h5
 expect_error "balance for one device" "balance has 2 entries but there is 1 device" \
   run --checkpoint ck.h5 --data-dir "$fixture" --limit 4 --balance 1,1
 finish

@@ -121,7 +121,7 @@ done
   ok || fail "no SVG plot"
 expect_error "bad raster range" "--raster: expected samples" analyze "$tmp/rec.h5" --plots "$tmp/plots" --raster 4-2
 expect_error "raster past the end" "has samples 0..99, not 100" analyze "$tmp/rec.h5" --plots "$tmp/plots" --raster 100-101
-expect_error "analyze a checkpoint" "not an snnsim recording" analyze "$tmp/ck.h5"
+expect_error "analyze a checkpoint" "is a checkpoint of snnsim train, not a recording" analyze "$tmp/ck.h5"
 expect_error "analyze nothing" "no recording" analyze "$tmp/none.h5"
 expect_error "recording exists" "exists; pass --overwrite" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec.h5"
 "$snnsim" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --output "$tmp/rec.h5" --overwrite --limit 10 >/dev/null 2>&1 &&

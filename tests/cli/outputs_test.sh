@@ -78,6 +78,8 @@ expect_error "export onto its checkpoint" "--nir 'ck.h5' is the file given as th
   export ck.h5 --nir ck.h5 --overwrite
 expect_error "analyze json onto the recording" "--json 'rec.h5' is the file given as the input" \
   analyze rec.h5 --json rec.h5
+expect_error "analyze plots in a missing folder" "cannot write 'nodir/sub': its folder 'nodir' does not exist" \
+  analyze rec.h5 --plots nodir/sub/
 expect_error "analyze json in a missing folder" "cannot write 'nodir/a.json': its folder 'nodir' does not exist" \
   analyze rec.h5 --json nodir/a.json
 

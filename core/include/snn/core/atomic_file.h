@@ -25,32 +25,43 @@
 
 namespace snn {
 
+/// The folder that holds `path`: "." for a bare name, "/" for "/name".
+inline std::string parent_folder(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+/// Throws snn::Error unless the folder that holds `path` exists, is a folder
+/// and is writable: "cannot write 'out/x.json': its folder 'out' does not
+/// exist".
+inline void check_parent_folder(const std::string& path) {
+  const std::string dir = parent_folder(path);
+  struct stat d {};
+  if (::stat(dir.c_str(), &d) != 0) {
+    throw Error("cannot write '" + path + "': its folder '" + dir + "' " +
+                (errno == ENOENT ? "does not exist" : std::string("cannot be read: ") + std::strerror(errno)));
+  }
+  if (!S_ISDIR(d.st_mode)) throw Error("cannot write '" + path + "': '" + dir + "' is not a folder");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    throw Error("cannot write '" + path + "': its folder '" + dir + "' is not writable (" + std::strerror(errno) + ")");
+  }
+}
+
 /// Throws snn::Error when `path` exists and is not a regular file (a device
 /// such as /dev/null, a FIFO, a directory, a socket, a symbolic link):
 /// outputs are written beside their target and renamed over it, which would
 /// replace that thing with a file. Every writer of a replaceable output calls
 /// it, and the commands call it before they start, so that a bad name is
-/// refused before the work rather than after it. A name not there yet needs
-/// an existing, writable folder.
+/// refused before the work rather than after it. Its folder must exist and
+/// be writable (check_parent_folder).
 inline void check_output_file(const std::string& path) {
   struct stat st {};
-  if (::lstat(path.c_str(), &st) != 0) {
-    // Not there yet: its folder must be, and be writable, or the write
-    // fails after the work (a whole training epoch, a whole split).
-    const auto slash = path.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-    struct stat d {};
-    if (::stat(dir.c_str(), &d) != 0) {
-      throw Error("cannot write '" + path + "': its folder '" + dir + "' " +
-                  (errno == ENOENT ? "does not exist" : std::string("cannot be read: ") + std::strerror(errno)));
-    }
-    if (!S_ISDIR(d.st_mode)) throw Error("cannot write '" + path + "': '" + dir + "' is not a folder");
-    if (::access(dir.c_str(), W_OK | X_OK) != 0) {
-      throw Error("cannot write '" + path + "': its folder '" + dir + "': " + std::strerror(errno));
-    }
+  if (::lstat(path.c_str(), &st) != 0 || S_ISREG(st.st_mode)) {
+    // Its folder, also for a file that exists: the new file is written
+    // beside it under a temporary name.
+    check_parent_folder(path);
     return;
   }
-  if (S_ISREG(st.st_mode)) return;
   const char* what = S_ISLNK(st.st_mode)    ? "a symbolic link"
                      : S_ISDIR(st.st_mode)  ? "a directory"
                      : S_ISCHR(st.st_mode)  ? "a character device"
@@ -71,9 +82,8 @@ inline bool same_file(const std::string& a, const std::string& b) {
   if (has_a && has_b) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
   if (has_a != has_b) return false;
   auto resolved = [](const std::string& p) {
-    const auto slash = p.find_last_of('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
-    const std::string name = slash == std::string::npos ? p : p.substr(slash + 1);
+    const std::string dir = parent_folder(p);
+    const std::string name = p.substr(p.find_last_of('/') + 1);  // (npos + 1 = 0: the whole name)
     char* real = ::realpath(dir.c_str(), nullptr);
     std::string out = (real ? std::string(real) : dir) + "/" + name;
     std::free(real);

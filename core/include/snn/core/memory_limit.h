@@ -42,6 +42,7 @@ inline double read_cgroup_limit(const std::string& file) {
 /// job's group and places the process in a child group of its own.
 inline double smallest_limit_up(const std::string& mount, std::string path, const std::string& file) {
   double least = 0;
+  if (path.empty()) path = "/";
   while (true) {
     const double v = read_cgroup_limit(mount + path + (path.empty() || path.back() == '/' ? "" : "/") + file);
     if (v > 0 && (least == 0 || v < least)) least = v;

@@ -91,6 +91,9 @@ struct IafOptions {
 void set_iaf_parameter(IafOptions& options, const std::string& name, double value);
 /// The names set_iaf_parameter takes for a model, in NEST's order.
 std::vector<std::string> iaf_parameter_names(IafModel model);
+/// Throws snn::Error "unknown parameter 'x' of iaf_psc_delta; it has ..."
+/// unless set_iaf_parameter takes `name` for `model`.
+void check_iaf_parameter_name(IafModel model, const std::string& name);
 
 /// The per-step constants of the options (NEST's propagators) in float64,
 /// for loops that call detail::iaf_step themselves (populations/).

@@ -26,7 +26,4 @@ Hdf5Kind hdf5_kind(const std::string& path);
 /// recording of snnsim run or simulate", "a NIR graph", ...
 std::string describe(Hdf5Kind kind);
 
-/// Whether `bytes` (a file's first bytes) start with HDF5's signature.
-bool has_hdf5_signature(const std::string& bytes);
-
 }  // namespace snn

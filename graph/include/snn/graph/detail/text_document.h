@@ -8,6 +8,7 @@
 #include <string>
 #include <toml++/toml.h>
 
+#include "snn/core/binary_text.h"
 #include "snn/core/error.h"
 
 namespace snn::graph::detail {
@@ -16,12 +17,7 @@ namespace snn::graph::detail {
 /// with `where`, the format and (TOML) the line of a syntax error, or saying
 /// that the file is HDF5 or binary.
 inline nlohmann::json parse_text_document(const std::string& text, const std::string& where) {
-  // A binary file given where a text was meant: say so, not which byte of
-  // line 1 is invalid UTF-8.
-  if (text.compare(0, 8, "\x89HDF\r\n\x1a\n") == 0) {
-    throw Error(where + " is an HDF5 file (a checkpoint, a recording or a NIR graph), not a TOML or JSON text");
-  }
-  if (text.find('\0') != std::string::npos) throw Error(where + " is a binary file, not a TOML or JSON text");
+  refuse_binary_text(text, where, "a TOML or JSON text");
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     try {
