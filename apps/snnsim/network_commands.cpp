@@ -303,9 +303,9 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   std::string layers;
   for (const int64_t n : c.layers) layers += (layers.empty() ? "" : "-") + std::to_string(n);
   if (speaks) {
-    std::cout << fmt::format("training {} on {} ({} train / {} test samples), T = {}, {} threads{}\n", layers,
+    std::cout << fmt::format("training {} on {} ({} train / {} test samples), T = {}, {} thread{}{}\n", layers,
                              f.sim.data_dir, o.limit < 0 ? data.train.size() : std::min(o.limit, data.train.size()),
-                             data.test.size(), c.steps, at::get_num_threads(),
+                             data.test.size(), c.steps, at::get_num_threads(), at::get_num_threads() == 1 ? "" : "s",
                              world ? fmt::format(" per rank, {} ranks (batches of {} split among them)",
                                                  world->size(), o.batch_size)
                                    : "")

@@ -250,7 +250,7 @@ void rectangle(double x0, double x1, double y0, double y1) {
 }
 
 std::string join(const std::string& dir, const std::string& name, const PlotOptions& o) {
-  return dir + "/" + name + "." + o.format;
+  return dir + (!dir.empty() && dir.back() == '/' ? "" : "/") + name + "." + o.format;
 }
 
 // "7 → 7": a sample's label and prediction, as the raster writes them

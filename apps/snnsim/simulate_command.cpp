@@ -144,10 +144,11 @@ void run_simulate(const SimulateFlags& f) {
     if (r.resumed_trials > 0) {
       std::cout << fmt::format("resumed: trials 0-{} were in the recording already\n", r.resumed_trials - 1);
     }
-    std::cout << fmt::format("simulated {} ms x {} trial{} at dt = {} ms in {:.2f} s ({} threads): {} spikes, {} "
+    std::cout << fmt::format("simulated {} ms x {} trial{} at dt = {} ms in {:.2f} s ({} thread{}): {} spikes, {} "
                              "synaptic events ({:.3g} per second)\n",
                              model.duration_ms, res.trials, res.trials == 1 ? "" : "s", model.network.dt, res.seconds,
-                             at::get_num_threads(), res.spike_count, res.synaptic_events,
+                             at::get_num_threads(), at::get_num_threads() == 1 ? "" : "s", res.spike_count,
+                             res.synaptic_events,
                              res.seconds > 0 ? res.synaptic_events / res.seconds : 0.0);
   }
   for (size_t p = 0; p < model.network.populations.size(); ++p) {

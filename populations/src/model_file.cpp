@@ -454,6 +454,14 @@ PopulationModel parse_population_model(const std::string& text, const std::strin
     if (!m.record.record_v.empty() && m.record.voltmeter_neurons < 1) {
       r.fail("'v_neurons' must be at least 1, got " + std::to_string(m.record.voltmeter_neurons));
     }
+    for (const auto& name : m.record.record_v) {  // (was cut to the population's size without a word)
+      for (const auto& pop : net.populations) {
+        if (pop.name == name && m.record.voltmeter_neurons > pop.size) {
+          r.fail("'v_neurons' = " + std::to_string(m.record.voltmeter_neurons) + " is more than population '" + name +
+                 "''s " + std::to_string(pop.size) + " neurons");
+        }
+      }
+    }
   }
   try {
     net.validate();

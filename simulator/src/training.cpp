@@ -108,9 +108,9 @@ std::string joined(const std::vector<T>& items) {
 }  // namespace
 
 std::string ExecutionInfo::describe() const {
-  return fmt::format("{} stage{} (layers {} on {}), K = {}, batch size {}, {} threads ({} per stage)", devices.size(),
+  return fmt::format("{} stage{} (layers {} on {}), K = {}, batch size {}, {} thread{} ({} per stage)", devices.size(),
                      devices.size() == 1 ? "" : "s", joined(stage_layers), joined(devices), steps_per_tick, batch_size,
-                     threads, joined(stage_threads));
+                     threads, threads == 1 ? "" : "s", joined(stage_threads));
 }
 
 std::string ExecutionInfo::to_json() const {

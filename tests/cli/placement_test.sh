@@ -33,7 +33,7 @@ train t1 --batch-size 32 --threads 1
 train t3 --batch-size 32 --devices cpu,cpu,cpu --steps-per-tick 1 --threads 3
 train t8 --batch-size 32 --devices cpu,cpu --balance 1,2 --steps-per-tick 3 --threads 8
 train b16 --threads 2 --batch-size 16
-expect_line "$tmp/t1.out" "train, 1 stage" "pipeline: 1 stage (layers 3 on cpu), K = 4, batch size 32, 1 threads (1 per stage)"
+expect_line "$tmp/t1.out" "train, 1 stage" "pipeline: 1 stage (layers 3 on cpu), K = 4, batch size 32, 1 thread (1 per stage)"
 expect_line "$tmp/t3.out" "train, 3 stages" \
   "pipeline: 3 stages (layers 1,1,1 on cpu,cpu,cpu), K = 1, batch size 32, 3 threads (1,1,1 per stage)"
 expect_line "$tmp/t8.out" "train, 2 stages" \

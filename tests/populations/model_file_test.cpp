@@ -216,6 +216,8 @@ TEST(PopulationModelFile, ErrorsNameTheEntry) {
   // A misspelt name with a unit is named as unknown, not blamed on its unit.
   fails_with(head + "params = { t_rf = \"2 ms\" }\n", "population 'a': params: unknown parameter 't_rf' of iaf_psc_delta");
   fails_with(head + "params = { dt = 0.2 }\n", "'dt' is the model's, set at the top of the file");
+  // More voltmeter neurons than the population has: refused, not cut.
+  fails_with(head + "[record]\nv = \"a\"\nv_neurons = 5\n", "'v_neurons' = 5 is more than population 'a''s 4 neurons");
   fails_with(head + "[[poisson]]\ntarget = \"a\"\nrate = \"5 mV\"\nweight = 1\n",
              "Poisson drive 'poisson0': 'rate': '5 mV' is a potential (mV), but 'rate' is a rate (Hz)");
 
