@@ -9,6 +9,7 @@
 #include "validators.h"
 #include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
+#include "snn/populations/model_file.h"
 #include "snn/simulator/csv.h"
 #include "snn/simulator/neuron_sim.h"
 
@@ -59,14 +60,12 @@ IafOptions nest_options(const NeuronCommandFlags& f) {
       throw Error("--nest: expected NAME=VALUE (for example tau_m=20), got '" + setting + "'");
     }
     const std::string name = setting.substr(0, eq), text = setting.substr(eq + 1);
-    std::size_t used = 0;
     double value = 0;
-    try {
-      value = std::stod(text, &used);
-    } catch (const std::exception&) {
-      used = 0;
+    try {  // with a unit or without, as a model file's params ("10 ms", 10)
+      value = populations::iaf_parameter_value(o.model(), name, text);
+    } catch (const Error& e) {
+      throw Error("--nest " + name + ": " + e.what());
     }
-    if (used == 0 || used != text.size()) throw Error("--nest " + name + ": '" + text + "' is not a number");
     set_iaf_parameter(o, name, value);
   }
   o.validate();

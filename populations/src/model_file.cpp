@@ -327,6 +327,16 @@ ProjectionSpec read_projection(const Entry& e, const std::map<std::string, IafMo
 
 }  // namespace
 
+double iaf_parameter_value(IafModel model, const std::string& name, const std::string& text) {
+  check_iaf_parameter_name(model, name);
+  const Quantity q = evaluate_expression(text);
+  try {
+    return value_as(q, kind_of_parameter(name));
+  } catch (const Error& e) {
+    throw Error("'" + text + "' " + e.what());
+  }
+}
+
 int64_t PopulationModel::steps() const { return static_cast<int64_t>(std::llround(duration_ms / network.dt)); }
 
 PopulationModel parse_population_model(const std::string& text, const std::string& where,

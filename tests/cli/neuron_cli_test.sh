@@ -55,8 +55,14 @@ grep -q "^139,0,-70,0,-70$" "$tmp/ie.csv" && ok || fail "iaf_psc_delta: not clam
 [[ "$(awk -F, '$2 == 0 && $4 == 1' "$tmp/exp.csv" | wc -l)" -ge 6 ]] && ok || fail "iaf_psc_exp fires too little"
 expect_error "nest: unknown parameter" "unknown parameter 'tau' of iaf_psc_delta; it has dt, C_m, tau_m" \
   neuron --model iaf_psc_delta --nest tau=3 --input "$tmp/pA.csv"
-expect_error "nest: not a number" "--nest tau_m: 'fast' is not a number" \
+expect_error "nest: not a number" "--nest tau_m: 'fast': 'fast' is neither a parameter nor a unit" \
   neuron --model iaf_psc_exp --nest tau_m=fast --input "$tmp/pA.csv"
+expect_error "nest: a unit of another kind" "--nest tau_m: '10 mV' is a potential (mV), not a time (ms)" \
+  neuron --model iaf_psc_exp --nest "tau_m=10 mV" --input "$tmp/pA.csv"
+# Units as in a model file's params: "0.01 s" is the 10 ms a bare 10 means.
+"$snnsim" neuron --model iaf_psc_exp --nest tau_m=10 --input "$tmp/pA.csv" >"$tmp/bare.csv" || fail "bare tau_m failed"
+"$snnsim" neuron --model iaf_psc_exp --nest "tau_m=0.01 s" --input "$tmp/pA.csv" >"$tmp/unit.csv" || fail "tau_m in s failed"
+cmp -s "$tmp/bare.csv" "$tmp/unit.csv" && ok || fail "--nest tau_m=0.01 s differs from tau_m=10"
 expect_error "nest: no value" "--nest: expected NAME=VALUE" neuron --model iaf_psc_exp --nest tau_m --input "$tmp/pA.csv"
 expect_error "nest: t_ref off the grid" "t_ref must be a whole number (>= 0) of steps of dt = 0.1 ms, got 0.25 ms" \
   neuron --model iaf_psc_delta --nest t_ref=0.25 --input "$tmp/pA.csv"

@@ -51,4 +51,11 @@ PopulationModel parse_population_model(const std::string& text, const std::strin
 PopulationModel read_population_model(const std::string& path,
                                       const std::vector<std::pair<std::string, std::string>>& set = {});
 
+/// The value of an iaf model parameter written with or without a unit
+/// ("10 ms", "0.25 nF", "-70"), in NEST's unit for it (ms, pF, pA, mV): a
+/// model file's `params` and `snnsim neuron --nest NAME=VALUE` read it so.
+/// Throws snn::Error for an unknown name (check_iaf_parameter_name's), an
+/// expression that does not parse, or a unit of another dimension.
+double iaf_parameter_value(IafModel model, const std::string& name, const std::string& text);
+
 }  // namespace snn::populations
