@@ -61,7 +61,7 @@ for world in 2 3; do
   compare "$tmp/one.h5" "$tmp/lif$world.h5" 0 >/dev/null && ok || fail "$world ranks: checkpoint differs from one process's"
   [[ "$(epoch_lines "$tmp/one.out")" == "$(epoch_lines "$tmp/lif$world.0.out")" ]] && ok ||
     fail "$world ranks: epochs differ: $(epoch_lines "$tmp/lif$world.0.out") vs $(epoch_lines "$tmp/one.out")"
-  grep -q "1 threads per rank, $world ranks (batches of 32 split among them)" "$tmp/lif$world.0.out" && ok ||
+  grep -q "1 thread per rank, $world ranks (batches of 32 split among them)" "$tmp/lif$world.0.out" && ok ||
     fail "$world ranks: no ranks in: $(head -1 "$tmp/lif$world.0.out")"
   [[ ! -s "$tmp/lif$world.1.out" ]] && ok || fail "$world ranks: rank 1 printed: $(cat "$tmp/lif$world.1.out")"
   # Both layers' gradients came from exchanged rows (spikes and gradient
@@ -108,7 +108,7 @@ chmod +x "$tmp/slurm/bin/scontrol" "$tmp/slurm/bin/srun"
 ( cd "$tmp/slurm" && PATH="$tmp/slurm/bin:$PATH" SLURM_NTASKS=2 SLURM_CPUS_PER_TASK=1 SLURM_JOB_NODELIST=node01 \
     SNNSIM_MASTER_PORT="$(free_port)" SNNSIM_TRAIN_FLAGS="--layers 784-32-10 --T 4 --epochs 1 --limit 256" \
     bash "$src/examples/dist/train.slurm" >"$tmp/slurm.out" 2>&1 ) &&
-  grep -q "1 threads per rank, 2 ranks" "$tmp/slurm.out" && [[ -s "$tmp/slurm/slurm-checkpoint.h5" ]] && ok ||
+  grep -q "1 thread per rank, 2 ranks" "$tmp/slurm.out" && [[ -s "$tmp/slurm/slurm-checkpoint.h5" ]] && ok ||
   fail "train.slurm: $(cat "$tmp/slurm.out")"
 
 # BatchNorm's batch statistics cannot be split among ranks.

@@ -18,10 +18,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 examples="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../examples" && pwd)"
 
 cd "$tmp" || exit 1
-"$snnsim" train --data-dir "$fixture" --layers 784-16-10 --T 2 --epochs 1 --limit 64 --threads 1 \
-  --checkpoint ck.h5 >train.out 2>&1 || fail "train failed: $(cat train.out)"
-"$snnsim" run --checkpoint ck.h5 --data-dir "$fixture" --limit 4 --threads 1 --output rec.h5 >run.out 2>&1 ||
-  fail "run failed: $(cat run.out)"
+tiny_checkpoint_and_recording "$fixture"
 "$snnsim" export ck.h5 --nir g.nir >export.out 2>&1 || fail "export failed: $(cat export.out)"
 head -c 3000 g.nir >cut.nir
 cp g.nir nover.nir

@@ -18,6 +18,18 @@ expect_error() {
   ok
 }
 
+# tiny_checkpoint_and_recording FIXTURE: in the current folder, ck.h5 (a
+# 784-16-10 network trained on 64 fixture digits, T = 2) and rec.h5 (4
+# digits recorded with it): inputs for the tests of what commands do with
+# files. Calls fail when either command fails.
+tiny_checkpoint_and_recording() {
+  local fixture="$1"
+  "$snnsim" train --data-dir "$fixture" --layers 784-16-10 --T 2 --epochs 1 --limit 64 --threads 1 \
+    --checkpoint ck.h5 >train.out 2>&1 || fail "train failed: $(cat train.out)"
+  "$snnsim" run --checkpoint ck.h5 --data-dir "$fixture" --limit 4 --threads 1 --output rec.h5 >run.out 2>&1 ||
+    fail "run failed: $(cat run.out)"
+}
+
 finish() {
   echo "$pass passed, $failures failed"
   [[ $failures -eq 0 ]]
