@@ -777,14 +777,19 @@ bool typed(const std::string& flag) {
 
 ImageDataset load_data_for_outputs(const std::string& dir, int64_t outputs) {
   ImageDataset data = load_image_dataset(dir, 256);  // every byte label; checked against the network below
-  int64_t top = -1;
-  for (const LabeledImages* split : {&data.train, &data.test}) {
-    if (split->size() > 0) top = std::max(top, split->labels.max().item<int64_t>());
-  }
-  if (top >= outputs) {
+  for (const auto& [name, split] : {std::pair<const char*, const LabeledImages*>{"train", &data.train},
+                                    std::pair<const char*, const LabeledImages*>{"test", &data.test}}) {
+    if (split->size() == 0) continue;
+    const int64_t top = split->labels.max().item<int64_t>();
+    if (top < outputs) continue;
+    const int64_t sample = (split->labels >= outputs).nonzero()[0][0].item<int64_t>();
+    // Most likely a network too small for the data; a damaged labels file
+    // reads the same, so the sample is named too.
     throw Error("the network's output layer has " + std::to_string(outputs) + " neuron" + (outputs == 1 ? "" : "s") +
-                ", one per class, but the labels in '" + dir + "' go up to " + std::to_string(top) +
-                ": give it at least " + std::to_string(top + 1) + " output neurons");
+                ", one per class, but the " + name + " labels in '" + dir + "' go up to " + std::to_string(top) +
+                " (sample " + std::to_string(sample) + " is labelled " +
+                std::to_string(split->labels[sample].item<int64_t>()) + "): give it at least " +
+                std::to_string(top + 1) + " output neurons, or check the labels file");
   }
   return data;
 }

@@ -93,7 +93,7 @@ PY
 expect_error "data folder that is a file" "data directory '$tmp/ck.h5' is a file, not a folder of IDX files" \
   run --checkpoint ck.h5 --data-dir ck.h5 --limit 4
 expect_error "fewer outputs than classes" \
-  "the network's output layer has 7 neurons, one per class, but the labels in '$fixture' go up to 9: give it at least 10 output neurons" \
+  "the network's output layer has 7 neurons, one per class, but the train labels in '$fixture' go up to 9 (sample [0-9]* is labelled [7-9]): give it at least 10 output neurons, or check the labels file" \
   train --data-dir "$fixture" --layers 784-16-7 --epochs 1 --limit 8 --checkpoint never.h5
 expect_error "balance for one device" "balance has 2 entries but there is 1 device" \
   run --checkpoint ck.h5 --data-dir "$fixture" --limit 4 --balance 1,1
