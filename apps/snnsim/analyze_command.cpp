@@ -332,10 +332,7 @@ Run add_analyze_command(CLI::App& app) {
   return [cmd, path, json, chunk, sync_bin, plots, plot, raster, mf] {
     if (!cmd->parsed()) return;
     check_outputs(mf->plot, *plots);
-    for (const std::string* out : {json.get(), &mf->plot}) {
-      if (!out->empty()) check_output_file(*out);
-    }
-    check_outputs_apart({{"--json", *json}, {"--plot", mf->plot}}, {{"the input", *path}, config_argument(cmd)});
+    check_output_files({{"--json", *json}, {"--plot", mf->plot}}, {{"the input", *path}, config_argument(cmd)});
     // A file of another kind: say what it is and what reads it.
     struct stat st {};
     if (::stat(path->c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {

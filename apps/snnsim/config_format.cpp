@@ -225,16 +225,16 @@ std::vector<CLI::ConfigItem> TomlOrJsonConfig::from_config(std::istream& input) 
   const auto first = text.find_first_not_of(" \t\r\n");
   Source src;
   src.json = first != std::string::npos && text[first] == '{';
+  std::string file = "the file";  // (a sweep file's reader names it)
   if (app_ != nullptr) {
     const CLI::Option* config = app_->get_config_ptr();
-    const std::string path = config != nullptr && !config->results().empty() ? config->results().front() : "";
-    src.prefix = "config '" + path + "' (" + (src.json ? "JSON" : "TOML") + ")";
+    file = "config '" + (config != nullptr && !config->results().empty() ? config->results().front() : "") + "'";
+    src.prefix = file + " (" + (src.json ? "JSON" : "TOML") + ")";
   }
   // A binary file (a checkpoint given as --config or as a sweep file): say
   // so, not print its first bytes as a malformed line.
   try {
-    refuse_binary_text(text, src.prefix.empty() ? "the file" : src.prefix.substr(0, src.prefix.find(" (")),
-                       "a TOML or JSON options file");
+    refuse_binary_text(text, file, "a TOML or JSON options file");
   } catch (const Error& e) {
     throw CLI::ConfigError(e.what());
   }

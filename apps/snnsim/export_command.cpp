@@ -37,8 +37,7 @@ Run add_export_command(CLI::App& app) {
   cmd->add_flag("--overwrite", f->overwrite, "Replace an existing --nir file");
   return [cmd, f] {
     if (!cmd->parsed()) return;
-    check_output_file(f->nir);
-    check_outputs_apart({{"--nir", f->nir}}, {{"the input", f->input}, config_argument(cmd)});
+    check_output_files({{"--nir", f->nir}}, {{"the input", f->input}, config_argument(cmd)});
     struct stat st {};
     if (!f->overwrite && ::stat(f->nir.c_str(), &st) == 0) {
       throw Error("'" + f->nir + "' exists; pass --overwrite to replace it");

@@ -219,11 +219,10 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   }
   const std::string out_path = f.checkpoint.empty() ? (f.resume.empty() ? "snnsim-checkpoint.h5" : f.resume) : f.checkpoint;
   if (speaks) {
-    check_output_file(out_path);
     // (The --resume checkpoint is the default output, and replacing it is
     // how training continues.)
-    check_outputs_apart({{"--checkpoint", out_path}},
-                        {{"--model", is_graph_file_model(f.neuron.model) ? f.neuron.model : ""}, f.config});
+    check_output_files({{"--checkpoint", out_path}},
+                       {{"--model", is_graph_file_model(f.neuron.model) ? f.neuron.model : ""}, f.config});
   }
   // Only the checkpoint being continued may be replaced without --overwrite:
   // anything else at that path (an older training, a recording) is kept.
@@ -507,12 +506,9 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   const bool resuming = !f.resume.empty();
   // Before the work: a --summary or --output that names a device, a FIFO or
   // a link is refused now, not after the simulation.
-  for (const std::string* out : {&f.summary, &f.output}) {
-    if (!out->empty()) check_output_file(*out);
-  }
   const bool model_flag = std::find(given.begin(), given.end(), "--model") != given.end();
-  check_outputs_apart({{"--output", f.output}, {"--summary", f.summary}},
-                      {{model_flag ? "--model" : "--checkpoint", f.checkpoint}, {"--resume", f.resume}, f.config});
+  check_output_files({{"--output", f.output}, {"--summary", f.summary}},
+                     {{model_flag ? "--model" : "--checkpoint", f.checkpoint}, {"--resume", f.resume}, f.config});
   const std::optional<dist::WorldOptions> world_opts = world_options(f.dist, given);
   const bool pipeline = f.dist.parallel == "pipeline";
   if (pipeline) {
@@ -553,7 +549,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     o.resolve_paths();
   }
   const std::string output = resuming ? f.resume : f.output;
-  if (resuming) check_outputs_apart({{"--summary", f.summary}}, {{"the recording's checkpoint", o.checkpoint}});
+  if (resuming) check_output_files({{"--summary", f.summary}}, {{"the recording's checkpoint", o.checkpoint}});
   LoadedNetwork loaded;
   try {
     loaded = load_network(o.checkpoint, o.overrides, pipeline ? Placement{} : placement_of(f.sim));

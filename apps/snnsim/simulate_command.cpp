@@ -85,10 +85,7 @@ void write_summary(const SimulateFlags& f, const populations::PopulationModel& m
 }
 
 void run_simulate(const SimulateFlags& f) {
-  for (const std::string* out : {&f.summary, &f.record}) {
-    if (!out->empty()) check_output_file(*out);
-  }
-  check_outputs_apart({{"--record", f.record}, {"--summary", f.summary}}, {{"the model", f.model}, f.config});
+  check_output_files({{"--record", f.record}, {"--summary", f.summary}}, {{"the model", f.model}, f.config});
   std::vector<std::pair<std::string, std::string>> set;
   for (const auto& kv : f.set) {
     const auto eq = kv.find('=');

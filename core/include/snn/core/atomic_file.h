@@ -99,14 +99,15 @@ struct FileArgument {
   std::string path;
 };
 
-/// Throws snn::Error when one of `outputs` names the same file as one of
-/// `inputs` or as another output: "--summary 'ck.h5' is the file given as
-/// --checkpoint: writing it would replace that file; give another name".
-/// Commands call it before the work; arguments with empty paths are skipped.
-inline void check_outputs_apart(const std::vector<FileArgument>& outputs, const std::vector<FileArgument>& inputs) {
+/// A command's outputs, before the work: each passes check_output_file, and
+/// none names the same file as one of `inputs` or as another output
+/// ("--summary 'ck.h5' is the file given as --checkpoint: writing it would
+/// replace that file; give another name"). Empty paths are skipped.
+inline void check_output_files(const std::vector<FileArgument>& outputs, const std::vector<FileArgument>& inputs) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     const FileArgument& out = outputs[i];
     if (out.path.empty()) continue;
+    check_output_file(out.path);
     auto refuse = [&](const FileArgument& other, const char* what) {
       throw Error(out.flag + " '" + out.path + "' is the file given as " + other.flag + ": writing it would " + what +
                   "; give another name");
