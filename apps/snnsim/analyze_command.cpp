@@ -84,10 +84,12 @@ std::string fmt_number(double v, const char* spec = "{:.4g}") {
 
 std::string summary_text(const analysis::RecordingStats& r) {
   std::ostringstream out;
-  out << fmt::format("recording {}: {} samples, T = {}, dt = {} ms, status {}\n", r.path, r.samples, r.steps,
-                     r.dt_ms, r.status);
-  // One class (a population model's trials, snnsim simulate): nothing was classified.
+  // One class (a population model's trials, snnsim simulate): nothing was
+  // classified, its samples are trials and its populations no layers.
   const bool classified = r.classes > 1;
+  const std::string unit = classified ? "sample" : "trial";
+  out << fmt::format("recording {}: {} {}{}, T = {}, dt = {} ms, status {}\n", r.path, r.samples, unit,
+                     r.samples == 1 ? "" : "s", r.steps, r.dt_ms, r.status);
   if (classified) {
     out << "accuracy " << fmt_number(r.accuracy);
     if (!r.accuracy_by_step.empty()) {
@@ -97,13 +99,15 @@ std::string summary_text(const analysis::RecordingStats& r) {
     out << "\n";
   }
   for (const auto& p : r.populations) {
-    out << fmt::format("population {} (layer {}, {} neurons recorded): {} spikes, {} Hz ({} per step), {} silent\n",
-                       p.name, p.layer, p.node_ids.size(), p.spikes, fmt_number(p.rate_hz),
-                       fmt_number(p.spikes_per_step), p.silent_neurons);
-    out << fmt::format("  ISI: {} intervals, mean {} ms, CV {} ({} neurons); Fano {} ({} neurons), "
-                       "population Fano {}; synchrony chi {}{}\n",
-                       p.isi_count, fmt_number(p.isi_mean_ms), fmt_number(p.isi_cv), p.cv_neurons,
-                       fmt_number(p.fano), p.fano_neurons, fmt_number(p.population_fano), fmt_number(p.synchrony),
+    out << fmt::format("population {} ({}{} neurons recorded): {} spikes, {} Hz ({} per step), {} silent\n",
+                       p.name, classified ? fmt::format("layer {}, ", p.layer) : "", p.node_ids.size(), p.spikes,
+                       fmt_number(p.rate_hz), fmt_number(p.spikes_per_step), p.silent_neurons);
+    // Fano factors are variances over samples: one sample has none.
+    const std::string fano = r.samples < 2 ? fmt::format("Fano n/a (one {})", unit)
+                                           : fmt::format("Fano {} ({} neurons), population Fano {}", fmt_number(p.fano),
+                                                         p.fano_neurons, fmt_number(p.population_fano));
+    out << fmt::format("  ISI: {} intervals, mean {} ms, CV {} ({} neurons); {}; synchrony chi {}{}\n", p.isi_count,
+                       fmt_number(p.isi_mean_ms), fmt_number(p.isi_cv), p.cv_neurons, fano, fmt_number(p.synchrony),
                        r.synchrony_bin_ms > r.dt_ms ? " (bins of " + fmt_number(r.synchrony_bin_ms) + " ms)" : "");
     // Long runs (biological time): the PSTH in at most 100 bins of whole steps.
     const size_t bin = (p.psth_hz.size() + 99) / 100;

@@ -196,36 +196,44 @@ FileDescription describe_recording(const std::string& path) {
   // One class (a population model's trials, snnsim simulate): nothing was
   // classified, so there is no accuracy to show.
   const bool classified = r.classes > 1;
+  // ... and its samples are trials, its populations no layers.
+  const std::string unit = classified ? "sample" : "trial";
+  const std::string samples = fmt::format("{} {}{}", r.samples, unit, r.samples == 1 ? "" : "s");
   const double accuracy = r.samples > 0 ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0.0;
   if (r.samples > 0 && classified) j["accuracy"] = accuracy;
   const std::string acc = r.samples > 0 && classified ? fmt::format(", accuracy {:.4f}", accuracy) : "";
   const std::string final_path = r.unfinished_file ? r.path.substr(0, r.path.size() - 8) : r.path;
+  // How its run continues: a population model's trials by simulate, a
+  // network's samples by run.
+  const std::string model = meta("model_file").empty() ? std::string("MODEL") : meta("model_file");
+  const std::string resume = classified ? "snnsim run --resume " + final_path
+                                        : "snnsim simulate " + model + " --record " + final_path + " --resume (with the flags it was started with)";
   if (r.status == "complete") {
-    d.lines.push_back(fmt::format("status: complete, {} samples{}", r.samples, acc));
+    d.lines.push_back(fmt::format("status: complete, {}{}", samples, acc));
   } else if (r.status == "recovered") {
-    d.lines.push_back(fmt::format("status: recovered (by snnsim recover from a run that was {}), {} samples{}; "
-                                  "continue it with: snnsim run --resume {}",
-                                  r.recovered_from_status == "running" ? "killed" : r.recovered_from_status,
-                                  r.samples, acc, final_path));
+    d.lines.push_back(fmt::format("status: recovered (by snnsim recover from a run that was {}), {}{}; "
+                                  "continue it with: {}",
+                                  r.recovered_from_status == "running" ? "killed" : r.recovered_from_status, samples,
+                                  acc, resume));
   } else {
     const std::string state = r.status == "aborted" ? "unfinished (aborted: the run was interrupted)"
                                                     : "unfinished (running: being written, or its run was killed)";
     const std::string extra = r.rows_written > r.samples
                                   ? fmt::format(" ({} rows written, the rest not committed)", r.rows_written)
                                   : "";
-    d.lines.push_back(fmt::format("status: {}, {} samples committed{}{}; continue it with: snnsim run --resume {}, "
+    d.lines.push_back(fmt::format("status: {}, {} committed{}{}; continue it with: {}, "
                                   "or keep what it holds with: snnsim recover {}",
-                                  state, r.samples, extra, acc, final_path, final_path));
+                                  state, samples, extra, acc, resume, final_path));
   }
-  d.lines.push_back(fmt::format("time: T = {} steps of {} ms per sample{}", r.steps, num(r.dt_ms),
+  d.lines.push_back(fmt::format("time: T = {} steps of {} ms per {}{}", r.steps, num(r.dt_ms), unit,
                                 classified ? fmt::format(", {} classes", r.classes) : std::string()));
   json pops = json::array();
   std::string pop_text;
   for (const auto& p : r.populations) {
     pops.push_back({{"name", p.name}, {"layer", p.layer}, {"n_nodes", p.n_nodes}, {"recorded", p.recorded},
                     {"spikes", p.spikes}});
-    pop_text += fmt::format("{}{} (layer {}): {} of {} neurons, {} spikes", pop_text.empty() ? "" : "; ", p.name,
-                            p.layer, p.recorded, p.n_nodes, p.spikes);
+    pop_text += fmt::format("{}{}{}: {} of {} neurons, {} spikes", pop_text.empty() ? "" : "; ", p.name,
+                            classified ? fmt::format(" (layer {})", p.layer) : "", p.recorded, p.n_nodes, p.spikes);
   }
   j["populations"] = pops;
   d.lines.push_back("spikes: " + (pop_text.empty() ? std::string("none recorded") : pop_text));
@@ -250,6 +258,12 @@ FileDescription describe_recording(const std::string& path) {
     }
   }
   if (!network.empty()) d.lines.push_back(network);
+  // A population model's run: which file, seeds and connectivity made it
+  // (the model itself, after --set, is /meta/config).
+  if (!meta("model_file").empty()) {
+    d.lines.push_back(fmt::format("model: {}, seed {}, input seed {}, connectivity {}", meta("model_file"),
+                                  meta("seed"), meta("input_seed"), meta("connectivity")));
+  }
   if (!meta("run_options").empty()) {
     const json options = meta_json(meta("run_options"));
     if (options.is_object()) d.lines.push_back("run options: " + run_flags(options));

@@ -21,10 +21,16 @@ grep -Eq "^population E: 2000 neurons, [0-9.]+ Hz" "$tmp/out" && ok || fail "no 
 "$snnsim" analyze "$tmp/small.h5" --json "$tmp/an.json" >"$tmp/an.txt" || fail "analyze failed"
 grep -q "T = 2000, dt = 0.1 ms" "$tmp/an.txt" && ok || fail "analyze: $(head -2 "$tmp/an.txt")"
 ! grep -q "^accuracy\|confusion" "$tmp/an.txt" && ok || fail "analyze reports accuracy for a population run"
+# Trials, not samples; populations, not layers; no Fano factor from one trial.
+grep -q "^recording $tmp/small.h5: 1 trial, T = 2000" "$tmp/an.txt" && grep -q "^population E (2000 neurons recorded): " "$tmp/an.txt" &&
+  grep -q "; Fano n/a (one trial); " "$tmp/an.txt" && ! grep -q "layer" "$tmp/an.txt" && ok ||
+  fail "analyze words a population recording as a network's: $(head -3 "$tmp/an.txt")"
 # inspect: no accuracy or classes for trials that classify nothing; the
 # provenance says which build ran it, where and when.
 "$snnsim" inspect "$tmp/small.h5" >"$tmp/inspect.txt" 2>&1 || fail "inspect failed: $(cat "$tmp/inspect.txt")"
-grep -q "^status: complete, 1 samples$" "$tmp/inspect.txt" && grep -q "^time: T = 2000 steps of 0.1 ms per sample$" "$tmp/inspect.txt" &&
+grep -q "^status: complete, 1 trial$" "$tmp/inspect.txt" && grep -q "^time: T = 2000 steps of 0.1 ms per trial$" "$tmp/inspect.txt" &&
+  grep -q "^spikes: E: 2000 of 2000 neurons, [0-9]* spikes; I: 500 of 500 neurons" "$tmp/inspect.txt" &&
+  grep -qF "model: $small, seed 1, input seed 1, connectivity shared" "$tmp/inspect.txt" &&
   grep -Eq "^provenance: snnsim .*, commit .*, host .*, started 20[0-9-]+T" "$tmp/inspect.txt" && ok ||
   fail "inspect of a population recording: $(cat "$tmp/inspect.txt")"
 "$python" - "$tmp/an.json" "$tmp/out" <<'PY' && ok || fail "analyze's rates differ from simulate's"
@@ -121,6 +127,9 @@ for sig in TERM KILL; do
     "$python" -c "import h5py, sys; f = h5py.File(sys.argv[1], 'r', swmr=True); print(f['meta/status'][()], sorted((k, str(v)) for k, v in f['meta'].attrs.items()))" "$1"
   }
   before=$(attrs "$tmp/k8.h5.partial")
+  # inspect says how to continue it: simulate (not run) with its model.
+  "$snnsim" inspect "$tmp/k8.h5.partial" 2>&1 | grep -qF "$k trials committed; continue it with: snnsim simulate $small --record $tmp/k8.h5 --resume (with the flags it was started with), or keep what it holds with: snnsim recover $tmp/k8.h5" &&
+    ok || fail "SIG$sig: inspect of the unfinished file: $("$snnsim" inspect "$tmp/k8.h5.partial" 2>&1)"
   expect_error "SIG$sig: a new run over the unfinished file" "'$tmp/k8.h5.partial' holds an unfinished run: continue it with --resume" \
     simulate "${long[@]}" --record "$tmp/k8.h5"
   expect_error "SIG$sig: resume with fewer trials" "the recording '$tmp/k8.h5.partial' already holds $k trials, more than the run's 1" \
