@@ -1,13 +1,12 @@
 #include "snn/simulator/csv.h"
 
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <sstream>
 
+#include "snn/core/binary_text.h"
 #include "snn/core/error.h"
+#include "snn/core/text_file.h"
 
 namespace snn {
 namespace {
@@ -130,12 +129,10 @@ CsvMatrix parse_csv_matrix(const std::string& text, const std::string& name, tor
 }
 
 CsvMatrix read_csv_matrix(const std::string& path, torch::ScalarType dtype) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open '" + path + "': " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw Error("cannot read '" + path + "'");
-  return parse_csv_matrix(text.str(), "'" + path + "'", dtype);
+  const std::string name = "'" + path + "'";
+  const std::string text = read_text_file(path, name);
+  refuse_binary_text(text, name, "a CSV file of input currents");
+  return parse_csv_matrix(text, name, dtype);
 }
 
 }  // namespace snn

@@ -89,6 +89,11 @@ expect_error "empty file" "holds no data rows" neuron --input "$tmp/empty.csv"
 printf 'i0,i1\n' >"$tmp/headeronly.csv"
 expect_error "header only" "holds no data rows" neuron --input "$tmp/headeronly.csv"
 expect_error "missing file" "cannot open" neuron --input "$tmp/nope.csv"
+mkdir -p "$tmp/adir"
+expect_error "a folder" "'$tmp/adir': is a directory, not a file" neuron --input "$tmp/adir"
+printf '\x89HDF\r\n\x1a\n\0\0' >"$tmp/fake.h5"
+expect_error "an HDF5 file" "is an HDF5 file (a checkpoint, a recording or a NIR graph), not a CSV file of input currents" \
+  neuron --input "$tmp/fake.h5"
 expect_error "missing --input" "input is required" neuron
 expect_error "bad model" "--model" neuron --model adex --input "$example"
 expect_error "bad dtype" "--dtype" neuron --dtype float16 --input "$example"
