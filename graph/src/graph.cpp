@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "snn/core/error.h"
@@ -33,6 +34,48 @@ int64_t numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (auto s : shape) n *= s;
   return n;
+}
+
+// The largest size, count or window value a node may give (and the most
+// values per sample a node's output may hold): the event kernels list a
+// row's inputs by 32-bit index, and every product of two such values
+// (dilation x kernel) fits in 64 bits, so no shape arithmetic below can
+// overflow.
+constexpr int64_t kMaxSize = 2147483647;  // 2^31 - 1
+
+// Every integer of a node's geometry (features, kernel, stride, padding,
+// dilation, groups, declared shape, delay) at most kMaxSize: a padding of
+// 2^63 - 1 wrapped to -1 in the output size and trained another network.
+void check_sizes(const Node& n) {
+  const auto check = [&](const char* what, const std::vector<int64_t>& v) {
+    for (auto x : v) {
+      if (x > kMaxSize) {
+        fail("node '" + n.name + "' (" + to_string(n.kind) + "): " + what + " " +
+             (v.size() == 1 ? std::to_string(x) : shape_str(v)) + " is out of range (at most 2147483647)");
+      }
+    }
+  };
+  check("features", {n.features});
+  check("kernel_size", n.kernel_size);
+  check("stride", n.stride);
+  check("padding", n.padding);
+  check("dilation", n.dilation);
+  check("groups", {n.groups});
+  check("shape", n.shape);
+  check("delay", {n.delay});
+}
+
+// A node's output: at most kMaxSize values per sample (counted without
+// overflow).
+void check_output_size(const Node& n, const std::vector<int64_t>& shape) {
+  int64_t total = 1;
+  for (auto s : shape) {
+    if (s < 1) return;  // (an Input's own check names a size below 1)
+    if (__builtin_mul_overflow(total, s, &total) || total > kMaxSize) {
+      fail("node '" + n.name + "' (" + to_string(n.kind) + "): its output " + shape_str(shape) +
+           " holds more than 2147483647 values per sample");
+    }
+  }
 }
 
 // The output size of a window op along one dim (PyTorch's formula).
@@ -512,6 +555,7 @@ GraphShapes Graph::validate() const {
       in = n.shape;
     }
     std::vector<int64_t> o;
+    check_sizes(n);
     try {
       o = output_shape(n, in);
     } catch (const Error& e) {
@@ -522,6 +566,7 @@ GraphShapes Graph::validate() const {
       }
       throw;
     }
+    check_output_size(n, o);
     check_values(n, o);
     out.input[name] = in;
     out.output[name] = o;
@@ -536,6 +581,33 @@ GraphShapes Graph::validate() const {
       }
     }
     out.input[n.name] = out.output.at(n.name);
+  }
+  // The Output's latency: the least sum of Delay steps over the paths from
+  // the Input (relaxed until nothing changes; sums saturate, so no path of
+  // long Delays overflows).
+  constexpr int64_t kFar = std::numeric_limits<int64_t>::max() / 4;
+  std::map<std::string, int64_t> reach;  // steps until a node's output first carries the input
+  std::map<std::string, std::string> via;
+  for (const auto& n : nodes) reach[n.name] = n.kind == NodeKind::kInput ? 0 : kFar;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (const auto& e : edges) {
+      const Node& t = node(e.target);
+      const int64_t r = std::min(kFar, reach.at(e.source) + (t.kind == NodeKind::kDelay ? t.delay : 0));
+      if (r < reach.at(e.target)) {
+        reach[e.target] = r;
+        via[e.target] = e.source;
+        changed = true;
+      }
+    }
+  }
+  for (const auto& n : nodes) {
+    if (n.kind != NodeKind::kOutput || reach.at(n.name) < out.latency) continue;
+    out.latency = reach.at(n.name);
+    out.latency_path.clear();
+    for (std::string at = n.name; via.count(at); at = via.at(at)) {
+      if (node(at).kind == NodeKind::kDelay) out.latency_path.insert(out.latency_path.begin(), at);
+    }
   }
   return out;
 }

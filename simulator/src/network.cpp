@@ -161,6 +161,26 @@ NetworkConfig NetworkConfig::from_json(const std::string& text) {
   return c;
 }
 
+namespace {
+// A graph whose Output lags its Input by T steps or more (Delays on every
+// path) never sees the input within a sample: its outputs are all zero, and
+// training found no gradient (LibTorch's "element 0 of tensors does not
+// require grad").
+void check_latency(const graph::Graph& graph, const graph::GraphShapes& s, int64_t steps) {
+  if (steps > s.latency) return;
+  std::string delays;
+  for (const auto& name : s.latency_path) {
+    delays += (delays.empty() ? "" : ", ") + fmt::format("'{}' of {}", name, graph.node(name).delay);
+  }
+  if (s.latency >= std::numeric_limits<int64_t>::max() / 4) {
+    throw Error("the graph's Output is not reached from its Input (a cycle of its own): it never sees the input");
+  }
+  throw Error(fmt::format("the graph's Output is {} steps behind its Input (its shortest path passes the Delay{} {}), "
+                          "so T = {} steps never reach it: give T > {} (--T) or shorter Delays",
+                          s.latency, s.latency_path.size() == 1 ? "" : "s", delays, steps, s.latency));
+}
+}  // namespace
+
 SpikingNetwork::SpikingNetwork(const NetworkConfig& config) : config_(config) {
   if (config_.graph) {
     // Weights the graph lacks depend only on the seed, as a chain's.
@@ -168,6 +188,7 @@ SpikingNetwork::SpikingNetwork(const NetworkConfig& config) : config_(config) {
     graph_model_ = std::make_shared<GraphModel>(*config_.graph, config_.seed);
     config_.layers = graph_model_->layer_sizes();
     config_.validate();
+    check_latency(*config_.graph, graph_model_->shapes(), config_.steps);
     if (!config_.balance.empty()) graph_model_->check_balance(config_.balance);
     PoissonEncoderOptions enc;
     enc.seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool);
@@ -378,6 +399,7 @@ void SpikingNetwork::set_balance(std::vector<int64_t> balance) {
 void SpikingNetwork::set_simulation(const SimulationConfig& simulation) {
   simulation.validate(static_cast<int64_t>(config_.layers.size()) - 1);
   if (graph_model_ && !simulation.balance.empty()) graph_model_->check_balance(simulation.balance);
+  if (graph_model_) check_latency(*config_.graph, graph_model_->shapes(), simulation.steps);
   config_.simulation() = simulation;
 }
 

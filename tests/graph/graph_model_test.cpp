@@ -798,6 +798,36 @@ TEST(GraphModel, NodeNamesWithDotsRun) {
   EXPECT_TRUE(torch::equal(run(dotted, x, {"cpu", "cpu"}, 2), run(plain, x, {"cpu"}, 0)));
 }
 
+TEST(GraphModel, AnOutputTStepsBehindItsInputIsRefused) {
+  // input -> d (2 steps) -> fc0 and skip: with T = 2 the Output never saw
+  // the input (all-zero outputs; training failed in LibTorch's autograd).
+  Graph g = graph::parse_graph_text(kRecurrentSkip, "test");
+  EXPECT_EQ(GraphModel(g).shapes().latency, 0);  // its Delay is on a cycle, not on the way
+  graph::Node d;
+  d.name = "d";
+  d.kind = graph::NodeKind::kDelay;
+  d.delay = 2;
+  g.nodes.push_back(d);
+  d.shape = {12};
+  for (auto& e : g.edges) {
+    if (e.source == "input") e.source = "d";
+  }
+  g.edges.push_back({"input", "d"});
+  try {
+    SpikingNetwork net(graph_config(g, 2));
+    FAIL() << "T = 2 was accepted for an Output 2 steps behind";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the graph's Output is 2 steps behind its Input (its shortest path passes the "
+                                         "Delay 'd' of 2), so T = 2 steps never reach it: give T > 2"),
+              std::string::npos)
+        << e.what();
+  }
+  SpikingNetwork net(graph_config(g, 3));
+  SimulationConfig shorter = net.config().simulation();
+  shorter.steps = 1;
+  EXPECT_THROW(net.set_simulation(shorter), Error);
+}
+
 TEST(GraphModel, ABalanceThatCutsACycleIsRefused) {
   Graph g = graph::parse_graph_text(kRecurrentSkip, "test");
   EXPECT_EQ(GraphModel(g).atomic_groups(), (std::vector<int64_t>{1, 1}));

@@ -287,6 +287,58 @@ TEST(GraphValidate, DelayedRecurrenceAndSkipsAreValid) {
   }
 }
 
+TEST(GraphValidate, SizesBeyond31BitsAreRefusedNamingTheNode) {
+  // A padding of 2^63 - 1 wrapped to a smaller output and trained another
+  // network; sizes whose product overflows named no node.
+  const auto conv = [](const std::string& input_shape, std::string extra) {
+    if (extra.rfind("features", 0) != 0) extra += "\nfeatures = 4";
+    return problem(parse_graph_text("[[nodes]]\nname = \"input\"\nkind = \"Input\"\nshape = " + input_shape +
+                         "\n[[nodes]]\nname = \"conv\"\nkind = \"Conv2d\"\nkernel_size = 3\n" + extra +
+                         "\n[[nodes]]\nname = \"lif\"\nkind = \"LIF\"\n[[nodes]]\nname = \"flat\"\nkind = \"Flatten\"\n"
+                         "[[nodes]]\nname = \"fc\"\nkind = \"Affine\"\nfeatures = 10\n[[nodes]]\nname = \"out\"\n"
+                         "kind = \"LIF\"\n[[nodes]]\nname = \"output\"\nkind = \"Output\"\n", "x"));
+  };
+  EXPECT_EQ(conv("[1, 28, 28]", ""), "");
+  EXPECT_NE(conv("[1, 28, 28]", "padding = 9223372036854775807")
+                .find("node 'conv' (Conv2d): padding [9223372036854775807, 9223372036854775807] is out of range (at most "
+                      "2147483647)"),
+            std::string::npos)
+      << conv("[1, 28, 28]", "padding = 9223372036854775807");
+  EXPECT_NE(conv("[1, 28, 28]", "dilation = 4611686018427387904").find("node 'conv' (Conv2d): dilation"), std::string::npos);
+  EXPECT_NE(conv("[1, 28, 28]", "features = 8589934592").find("node 'conv' (Conv2d): features 8589934592 is out of range"),
+            std::string::npos);
+  EXPECT_NE(conv("[1, 4611686018427387904, 28]", "").find("node 'input' (Input): shape"), std::string::npos);
+  // Each size in range, their product not.
+  EXPECT_NE(conv("[1, 65536, 65536]", "").find("node 'input' (Input): its output [1, 65536, 65536] holds more than "
+                                               "2147483647 values per sample"),
+            std::string::npos)
+      << conv("[1, 65536, 65536]", "");
+  EXPECT_NE(conv("[1, 28, 28]", "features = 100000000").find("node 'conv' (Conv2d): its output [100000000, 26, 26]"),
+            std::string::npos);
+}
+
+TEST(GraphValidate, LatencyIsTheShortestDelayPathToTheOutput) {
+  EXPECT_EQ(chain(4, 3, 2).validate().latency, 0);
+  // input -> fc0 -> lif0 -> d1 -> fc1 -> d2 -> lif1 -> output: 2 + 3 steps.
+  const auto delayed = [](const std::string& skip) {
+    return parse_graph_text(
+        "{\"nodes\": [{\"name\": \"input\", \"kind\": \"Input\", \"shape\": [4]}, {\"name\": \"fc0\", \"kind\": "
+        "\"Affine\", \"features\": 3}, {\"name\": \"lif0\", \"kind\": \"LIF\"}, {\"name\": \"d1\", \"kind\": \"Delay\", "
+        "\"delay\": 2}, {\"name\": \"fc1\", \"kind\": \"Affine\", \"features\": 2}, {\"name\": \"d2\", \"kind\": "
+        "\"Delay\", \"delay\": 3}, {\"name\": \"lif1\", \"kind\": \"LIF\"" + skip +
+            "}, {\"name\": \"output\", \"kind\": \"Output\"}" +
+            (skip.empty() ? "" : ", {\"name\": \"skip\", \"kind\": \"Affine\", \"features\": 2, \"from\": [\"lif0\"]}") + "]}",
+        "delayed");
+  };
+  const GraphShapes s = delayed("").validate();
+  EXPECT_EQ(s.latency, 5);
+  EXPECT_EQ(s.latency_path, (std::vector<std::string>{"d1", "d2"}));
+  // A path around d1 and d2 (lif0 -> skip -> lif1) reaches the Output at once.
+  const GraphShapes skipped = delayed(", \"from\": [\"d2\", \"skip\"]").validate();
+  EXPECT_EQ(skipped.latency, 0);
+  EXPECT_TRUE(skipped.latency_path.empty());
+}
+
 TEST(GraphValidate, ConvAndPoolShapes) {
   const Graph g = parse_graph_text(R"(
 [[nodes]]

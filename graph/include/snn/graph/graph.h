@@ -126,6 +126,13 @@ struct Edge {
 struct GraphShapes {
   std::map<std::string, std::vector<int64_t>> input, output;
   std::vector<std::string> order;
+  /// Steps from the Input to the Output (the latest Output where there are
+  /// several): the least sum of Delay steps over the paths between them.
+  /// The Output's step t carries the input of step t - latency, so a run of
+  /// T <= latency steps never reaches it. Default 0 (no Delay on the way).
+  int64_t latency = 0;
+  /// The Delay nodes on that path, from the Input on.
+  std::vector<std::string> latency_path;
 };
 
 /// A network graph: nodes in the order they were given, and edges.
