@@ -3,11 +3,11 @@
 #include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <sstream>
 
 #include "snn/core/binary_text.h"
 #include "snn/core/error.h"
+#include "snn/core/json_text.h"
 #include "suggest.h"
 #include "validators.h"
 
@@ -99,32 +99,12 @@ std::map<std::string, int> toml_key_lines(const std::string& text, const Source&
 }
 
 // JSON with every object's members checked for repeats (nlohmann keeps the
-// last one silently).
+// last one silently) and numbers beyond float64 named.
 nlohmann::json parse_json(const std::string& text, const Source& src) {
-  std::vector<std::set<std::string>> members;  // per open object or array
-  std::vector<std::string> names;              // the member each is the value of ("" at the top)
-  std::string last_key;
-  auto check = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
-    using E = nlohmann::json::parse_event_t;
-    if (event == E::object_start || event == E::array_start) {
-      members.emplace_back();
-      names.push_back(members.size() == 1 ? "" : last_key);
-    } else if (event == E::object_end || event == E::array_end) {
-      members.pop_back();
-      names.pop_back();
-    } else if (event == E::key) {
-      last_key = parsed.get<std::string>();
-      if (!members.back().insert(last_key).second) {
-        src.fail(names.back().empty() ? "the member \"" + last_key + "\" appears twice"
-                                      : "\"" + names.back() + "\" has the member \"" + last_key + "\" twice");
-      }
-    }
-    return true;
-  };
   try {
-    return nlohmann::json::parse(text, check);
-  } catch (const nlohmann::json::exception& e) {
-    src.fail(std::string("the JSON config does not parse: ") + e.what());
+    return parse_json_text(text);
+  } catch (const Error& e) {
+    src.fail(e.what());
   }
 }
 

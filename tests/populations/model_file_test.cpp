@@ -232,6 +232,12 @@ TEST(PopulationModelFile, ErrorsNameTheEntry) {
   fails_with("duration = 10\n", "model 'm': 'population' is missing");
   fails_with("trials = 0\n" + head, "'trials' must be at least 1, got 0");
   fails_with("{\"duration\": 1, ", "model 'm' (JSON)");
+  // What nlohmann accepts silently (the last of two members) or in its own
+  // words (a float64 overflow, which left the command with exit 1).
+  const std::string pop = "{\"dt\": 0.1, \"duration\": 10, \"population\": [{\"name\": \"E\", \"model\": \"iaf_psc_delta\", ";
+  fails_with(pop + "\"size\": 10, \"size\": 20}]}", "model 'm' (JSON): \"population\"[0] has the member \"size\" twice");
+  fails_with(pop + "\"size\": 10, \"params\": {\"tau_m\": 1e400}}]}",
+             "model 'm' (JSON): the number 1e400 is beyond float64's range");
 }
 
 }  // namespace

@@ -10,19 +10,21 @@
 
 #include "snn/core/binary_text.h"
 #include "snn/core/error.h"
+#include "snn/core/json_text.h"
 
 namespace snn::graph::detail {
 
 /// JSON when the text starts with '{', TOML otherwise. Throws snn::Error
-/// with `where`, the format and (TOML) the line of a syntax error, or saying
-/// that the file is HDF5 or binary.
+/// with `where`, the format and (TOML) the line of a syntax error, a JSON
+/// member given twice or a number beyond float64, or saying that the file is
+/// HDF5 or binary.
 inline nlohmann::json parse_text_document(const std::string& text, const std::string& where) {
   refuse_binary_text(text, where, "a TOML or JSON text");
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text[first] == '{') {
     try {
-      return nlohmann::json::parse(text);
-    } catch (const nlohmann::json::parse_error& e) {
+      return parse_json_text(text);
+    } catch (const Error& e) {
       throw Error(where + " (JSON): " + e.what());
     }
   }
