@@ -126,6 +126,16 @@ void check_tensor_shape(const Node& n, const char* what, const torch::Tensor& t,
 
 // The output shape of node `n` given its input shape `in` (empty for Input).
 std::vector<int64_t> output_shape(const Node& n, const std::vector<int64_t>& in) {
+  if (!n.declared_input.empty()) {
+    // NIR's Conv2d states [H, W] of its input, Flatten the whole shape.
+    const bool spatial = n.kind == NodeKind::kConv2d && n.declared_input.size() == 2 && in.size() == 3;
+    const std::vector<int64_t> actual = spatial ? std::vector<int64_t>(in.begin() + 1, in.end()) : in;
+    if (actual != n.declared_input) {
+      fail("node '" + n.name + "' (" + to_string(n.kind) + "): the file states its input as " +
+           shape_str(n.declared_input) + " (" + (n.kind == NodeKind::kConv2d ? "input_shape" : "input_type") +
+           ") but its input is " + shape_str(in));
+    }
+  }
   const auto same_or_declared = [&]() {
     if (!n.shape.empty() && n.shape != in) {
       fail("node '" + n.name + "' (" + to_string(n.kind) + ") has shape " + shape_str(n.shape) + " but its input is " +

@@ -13,6 +13,7 @@
 #include "snn/core/build_info.h"
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
+#include "snn/core/message_number.h"
 
 namespace snn::graph {
 namespace {
@@ -119,9 +120,12 @@ struct Reader {
     return a.values[0];
   }
 
+  // (Whole numbers beyond +-2^62 are refused here: converting them to
+  // int64 is undefined, and no size or count comes near.)
   int64_t integer(hid_t loc, const std::string& name, const std::string& path) const {
     const double v = scalar(loc, name, path);
     if (v != std::floor(v)) fail(path + "/" + name + " must be a whole number, got " + std::to_string(v));
+    if (std::fabs(v) > 4.6e18) fail(path + "/" + name + " is out of range: " + message_number(v));
     return static_cast<int64_t>(v);
   }
 
@@ -130,6 +134,7 @@ struct Reader {
     std::vector<int64_t> out;
     for (double v : a.values) {
       if (v != std::floor(v)) fail(path + "/" + name + " must hold whole numbers");
+      if (std::fabs(v) > 4.6e18) fail(path + "/" + name + " holds a value out of range: " + message_number(v));
       out.push_back(static_cast<int64_t>(v));
     }
     return out;
@@ -140,7 +145,9 @@ struct Reader {
     Handle ds = dataset(loc, name, path);
     Handle type(H5Dget_type(ds.get()), H5Tclose);
     if (H5Tget_class(type.get()) == H5T_STRING) {
-      fail(path + "/" + name + " is '" + string(loc, name, path) + "': only numeric padding is read (give it in pixels)");
+      fail(path + "/" + name + " is '" + string(loc, name, path) + "': " +
+           (name == "padding" ? "only numeric padding is read (give it in pixels)"
+                              : name + " must be numeric (one whole number, or two)"));
     }
     std::vector<int64_t> v = ints(loc, name, path);
     if (v.size() == 1) v.push_back(v[0]);
@@ -372,6 +379,7 @@ Node read_node(const Reader& r, hid_t g, const std::string& name, const std::str
       n.padding = r.pair(g, "padding", path);
       n.dilation = r.pair(g, "dilation", path);
       n.groups = r.integer(g, "groups", path);
+      if (r.has(g, "input_shape")) n.declared_input = r.ints(g, "input_shape", path);
       break;
     case NodeKind::kSumPool2d:
     case NodeKind::kAvgPool2d:
@@ -383,6 +391,7 @@ Node read_node(const Reader& r, hid_t g, const std::string& name, const std::str
     case NodeKind::kFlatten:
       n.start_dim = r.integer(g, "start_dim", path);
       n.end_dim = r.integer(g, "end_dim", path);
+      if (r.has(g, "input_type")) n.declared_input = r.ints(g, "input_type", path);
       break;
     case NodeKind::kScale:
       n.scale = r.tensor(g, "scale", path, torch::kFloat);

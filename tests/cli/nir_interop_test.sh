@@ -272,6 +272,9 @@ expect_error "cycle without delay" "has no Delay node" "${bad_run[@]}" --model "
 expect_error "conv weight for other channels" \
   "node 'conv': weight \[4, 3, 3, 3\] with groups 1 takes 3 channels but its input is \[1, 28, 28\]" \
   "${bad_run[@]}" --model "$tmp/channels.nir"
+expect_error "conv input_shape of another image" \
+  "node 'conv' (Conv2d): the file states its input as \[10, 10\] (input_shape) but its input is \[1, 28, 28\]" \
+  "${bad_run[@]}" --model "$tmp/input_shape.nir"
 expect_error "export of a NIR file to itself" "is the file given as the input" export "$tmp/good.nir" --nir "$tmp/good.nir" --overwrite
 
 # ---- bad TOML graphs ----

@@ -361,6 +361,12 @@ def bad(folder):
             "out": nir.Output(output_type=np.array([4, 26, 26]))}
     nir.write(f"{folder}/channels.nir", nir.NIRGraph(nodes=conv, edges=[("in", "conv"), ("conv", "out")],
                                                      type_check=False))
+    # A Conv2d whose input_shape says 10 x 10 on a 28 x 28 image (it ran on
+    # the image's shape without a word).
+    conv["conv"] = nir.Conv2d(input_shape=(10, 10), weight=np.zeros((4, 1, 3, 3), np.float32), stride=1, padding=0,
+                              dilation=1, groups=1, bias=np.zeros(4, np.float32))
+    nir.write(f"{folder}/input_shape.nir", nir.NIRGraph(nodes=conv, edges=[("in", "conv"), ("conv", "out")],
+                                                        type_check=False))
 
 
 if __name__ == "__main__":

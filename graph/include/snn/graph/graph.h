@@ -83,6 +83,10 @@ struct Node {
   /// Conv2d and the pools: window geometry, per spatial dim (h, w).
   std::vector<int64_t> kernel_size, stride{1, 1}, padding{0, 0}, dilation{1, 1};
   int64_t groups = 1;  ///< Conv2d
+  /// A NIR file's statement of the node's input: Conv2d's input_shape
+  /// ([H, W]), Flatten's input_type; validate() refuses one that disagrees
+  /// with the input the edges bring. Empty: not stated.
+  std::vector<int64_t> declared_input;
   /// Flatten: the first and last per-sample dims merged (negative counts
   /// from the end); default all of them.
   int64_t start_dim = 0, end_dim = -1;
