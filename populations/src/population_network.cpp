@@ -51,6 +51,12 @@ int64_t PopulationNetworkSpec::population_index(const std::string& name) const {
 
 int64_t whole_steps(double ms, double dt, const std::string& what) {
   const double steps = ms / dt;
+  // (Beyond 9e15 steps a double no longer tells whole numbers apart: say
+  // that it is too long, not that it is off the grid.)
+  if (std::isfinite(steps) && steps > 9.0e15) {
+    throw Error(what + " " + message_number(ms) + " ms is " + message_number(steps) + " steps of dt = " +
+                message_number(dt) + " ms, more than a run can count");
+  }
   if (!(steps >= 0) || std::fabs(steps - std::round(steps)) > 1e-9 * std::max(1.0, steps) || steps > 9.0e15) {
     throw Error(what + " " + message_number(ms) + " ms is not a whole number of steps of dt = " + message_number(dt) +
                 " ms");

@@ -228,6 +228,8 @@ bad "duration off the grid" "'duration' must be a positive whole number of steps
 bad "TOML syntax" "(TOML), line" 's/^size = "N_E"/size = = 2000/'
 expect_error "missing model" "model '$tmp/nope.toml': cannot open it" simulate "$tmp/nope.toml"
 expect_error "duration flag off the grid" "--duration: 1.05 ms is not a whole number of steps" simulate "$small" --duration 1.05
+expect_error "duration beyond counting" "--duration: 1e+15 ms is 1e+16 steps of dt = 0.1 ms, more than a run can count" \
+  simulate "$small" --duration 1e15
 expect_error "existing recording" "small.h5" simulate "$small" --duration 10 --record "$tmp/small.h5"
 expect_error "zero trials" "--trials" simulate "$small" --trials 0
 expect_error "unknown connectivity" "--connectivity" simulate "$small" --connectivity own
