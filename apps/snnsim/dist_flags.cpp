@@ -7,6 +7,8 @@
 #include <memory>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "snn/core/error.h"
 #include "snn/dist/cores.h"
 #include "validators.h"
@@ -50,11 +52,27 @@ void add_dist_flags(CLI::App* cmd, DistFlags& f, bool pipeline) {
 std::optional<dist::WorldOptions> world_options(const DistFlags& f, const std::vector<std::string>& given) {
   const auto has = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
   std::optional<dist::WorldOptions> o;
+  bool rank_missing = false;
   if (has("--world-size")) {
-    o = dist::WorldOptions{};
-    o->world_size = f.world_size;
-    o->rank = f.rank;
-    if (has("--master")) dist::parse_master(f.master, *o);  // (an empty one too: it names no store)
+    if (const char* env = std::getenv("WORLD_SIZE")) {
+      // Under torchrun its variables say (and its agent may host the store
+      // on its own port); flags that disagree would start another run, each
+      // process rank 0 of its own ("port in use").
+      const char* rank = std::getenv("RANK");
+      if (std::to_string(f.world_size) != env || (has("--rank") && rank && std::to_string(f.rank) != rank) ||
+          has("--master")) {
+        throw Error(fmt::format("--world-size, --rank or --master given under a launcher (WORLD_SIZE={}, RANK={}, "
+                                "as torchrun sets them): leave them out, the launcher's settings are used",
+                                env, rank ? rank : "unset"));
+      }
+      o = dist::options_from_environment();
+    } else {
+      rank_missing = f.world_size > 1 && !has("--rank");
+      o = dist::WorldOptions{};
+      o->world_size = f.world_size;
+      o->rank = f.rank;
+      if (has("--master")) dist::parse_master(f.master, *o);  // (an empty one too: it names no store)
+    }
   } else {
     for (const char* flag : {"--rank", "--master"}) {
       if (has(flag)) throw Error(std::string(flag) + " needs --world-size (the run's number of processes)");
@@ -64,6 +82,11 @@ std::optional<dist::WorldOptions> world_options(const DistFlags& f, const std::v
   if (!o) return std::nullopt;
   o->timeout_s = f.timeout_s;
   o->validate();
+  if (rank_missing) {
+    throw Error(fmt::format("--world-size {} needs --rank (this process's rank, 0 .. {}): without it every process "
+                            "would be rank 0",
+                            o->world_size, o->world_size - 1));
+  }
   if (o->world_size == 1) return std::nullopt;
   return o;
 }

@@ -170,28 +170,34 @@ int64_t labels_fingerprint(const torch::Tensor& labels) {
 
 // What decides a training's result, for the ranks to compare: the network
 // (placement aside), the training options, the starting weights and epoch,
-// and the training labels.
+// and the training labels. Keys are the flags' names where a flag sets the
+// value, so that a mismatch names what to change ("T: 2 on rank 0, 3 on
+// rank 1", not "config.steps").
 std::string train_settings(const SpikingNetwork& net, const TrainOptions& o, int64_t first_epoch,
                            const LabeledImages& train) {
-  NetworkConfig c = net.config();
-  c.devices = {"cpu"};
-  c.balance.clear();
-  c.steps_per_tick = 0;
-  return nlohmann::json{{"config", nlohmann::json::parse(c.to_json())},
-                        {"batch_size", o.batch_size},
-                        {"lr", o.lr},
-                        {"loss", to_string(o.loss)},
-                        {"seed", o.shuffle_seed},
-                        {"limit", o.limit},
-                        {"weight_decay", o.weight_decay},
-                        {"lr_schedule", to_string(o.lr_schedule)},
-                        {"epochs", o.epochs},
-                        {"augment_shift", o.augment_shift},
-                        {"first_epoch", first_epoch},
-                        {"parameters_hash", parameters_hash(net)},
-                        {"train_samples", train.size()},
-                        {"labels_fingerprint", labels_fingerprint(train.labels)}}
-      .dump();
+  const NetworkConfig& c = net.config();
+  const nlohmann::json config = nlohmann::json::parse(c.to_json());
+  nlohmann::json j{{"layers", c.layers},
+                   {"T", c.steps},
+                   {"neuron (--model, --tau, ...)", config.at("neuron")},
+                   {"batch-size", o.batch_size},
+                   {"lr", o.lr},
+                   {"loss", to_string(o.loss)},
+                   {"seed", o.shuffle_seed},
+                   {"limit", o.limit},
+                   {"weight-decay", o.weight_decay},
+                   {"lr-schedule", to_string(o.lr_schedule)},
+                   {"epochs", o.epochs},
+                   {"augment-shift", o.augment_shift},
+                   {"first epoch (--resume)", first_epoch},
+                   {"starting weights (parameters hash)", parameters_hash(net)},
+                   {"training samples (--data-dir, --limit)", train.size()},
+                   {"training labels (--data-dir)", labels_fingerprint(train.labels)}};
+  if (c.input_gain != 1.0) j["input gain"] = c.input_gain;
+  if (config.contains("graph")) j["model (graph)"] = config.at("graph");
+  if (config.contains("layer_names")) j["layer names"] = config.at("layer_names");
+  if (c.seed != o.shuffle_seed) j["network seed"] = c.seed;
+  return j.dump();
 }
 
 void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
@@ -462,12 +468,12 @@ std::string run_settings(const RunOptions& o, const SpikingNetwork& net, const L
   j.erase("data_dir");
   j["parallel"] = pipeline ? "pipeline" : "data";
   if (pipeline) {
-    j["layers_per_rank"] = net.stage_layers();
-    j["steps_per_tick"] = net.config().steps_per_tick;
+    j["balance (layers per rank)"] = net.stage_layers();
+    j["steps-per-tick"] = net.config().steps_per_tick;
   }
   j["parameters_hash"] = parameters_hash(net);
   j["samples"] = samples;
-  j["labels_fingerprint"] = labels_fingerprint(split.labels.narrow(0, 0, samples));
+  j["labels (--data-dir, --split)"] = labels_fingerprint(split.labels.narrow(0, 0, samples));
   return j.dump();
 }
 

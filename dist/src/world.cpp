@@ -19,6 +19,7 @@
 
 #include "snn/core/detail/json_difference.h"
 #include "snn/core/error.h"
+#include "store_address.h"
 
 namespace snn::dist {
 
@@ -255,7 +256,27 @@ struct World::State {
     }
   }
 
-  void connect() {
+  void connect(Clock::time_point deadline) {
+    // Plain sockets first (store_address.h): a host that does not resolve,
+    // rank 0 on a machine the address is not, and a store nobody hosts each
+    // get their own line, within the timeout.
+    std::vector<sockets::Endpoint> endpoints;
+    try {
+      endpoints = sockets::resolve_store_host(o.master_addr, o.master_port);
+    } catch (const Error& e) {
+      throw Error(fmt::format("rank {}: {}", o.rank, e.what()));
+    }
+    if (o.rank == 0 && !o.agent_store && !sockets::is_local_address(endpoints)) {
+      throw Error(fmt::format("rank 0 hosts the run's store, but {} ({}) is not an address of this machine ({}): start "
+                              "rank 0 on the machine the address names, or give one of this machine's addresses "
+                              "(--master HOST:PORT, or MASTER_ADDR)",
+                              o.master_addr, endpoints.front().text, host_name()));
+    }
+    if ((o.rank != 0 || o.agent_store) && !sockets::wait_for_listener(endpoints, deadline)) {
+      throw Error(fmt::format("rank {} could not reach the run's store at {} within {} s: nothing listens there "
+                              "({} hosts it: did it start, on that address?)",
+                              o.rank, where, o.timeout_s, o.agent_store ? "torchrun's agent" : "rank 0"));
+    }
     c10d::TCPStoreOptions t;
     t.port = static_cast<std::uint16_t>(o.master_port);
     t.isServer = o.rank == 0 && !o.agent_store;
@@ -396,15 +417,15 @@ World::World(const WorldOptions& options, PeerFailure on_peer_failure) : s_(std:
     // Once connected, c10d's client waits for the store's first answer with
     // no deadline: where another program listens on the port and never
     // answers, the rank would hang. connect() gives up by itself within the
-    // timeout otherwise (a client retries until then), so past the timeout
-    // and a margin the watchdog ends the process with one line. (arrive()
-    // has deadlines of its own.)
+    // timeout otherwise (it waits for a listener itself, store_address.h),
+    // so past the timeout and a margin the watchdog ends the process with
+    // one line. (arrive() has deadlines of its own.)
     std::mutex m;
     std::condition_variable cv;
     bool done = false;
     std::thread watchdog([&] {
       std::unique_lock<std::mutex> lock(m);
-      constexpr int kMargin = 10;  // seconds
+      constexpr int kMargin = 2;  // seconds
       if (!cv.wait_for(lock, millis(options.timeout_s) + std::chrono::seconds(kMargin), [&] { return done; })) {
         s_->end_for_peer(fmt::format("rank {}: no answer from the run's store at {} within {} s: is another program "
                                      "listening on that port? (choose another with --master HOST:PORT, or MASTER_PORT)",
@@ -421,7 +442,7 @@ World::World(const WorldOptions& options, PeerFailure on_peer_failure) : s_(std:
       watchdog.join();
     };
     try {
-      s_->connect();
+      s_->connect(Clock::now() + millis(options.timeout_s));
     } catch (...) {
       stop();
       throw;

@@ -122,7 +122,7 @@ port="$(free_port)"
 ( "$snnsim" "${run[@]}" --parallel pipeline --world-size 2 --rank 1 --master "127.0.0.1:$port" --dist-timeout 30 \
     --steps-per-tick 3 >"$tmp/set.1.out" 2>"$tmp/set.1.err"; echo $? >"$tmp/set.1.rc" ) &
 wait
-expect_all set 2 2 "the ranks were started with different settings (steps_per_tick: 2 on rank 0, 3 on rank 1)"
+expect_all set 2 2 "the ranks were started with different settings (steps-per-tick: 2 on rank 0, 3 on rank 1)"
 
 # A killed rank, either one: the other ends with one line at once, long
 # before --dist-timeout, wherever it was waiting in the pipeline.

@@ -193,6 +193,23 @@ start=$SECONDS
 echo $? >"$tmp/late.0.rc"
 expect_all late 1 2 "1 of the 2 ranks did not arrive at 127.0.0.1:$port within 2 s (rank 1 missing)"
 ((SECONDS - start < 30)) && ok || fail "a missing rank took $((SECONDS - start)) s to be named"
+# Rank 1 without rank 0: nothing listens at the store's port. It gives up
+# after --dist-timeout, not two or three times it (c10d's own retries), and
+# does not blame another program.
+port="$(free_port)"
+start=$SECONDS
+expect_error "store never hosted" "rank 1 could not reach the run's store at 127.0.0.1:$port within 3 s: nothing listens there (rank 0 hosts it" \
+  "${run[@]}" --world-size 2 --rank 1 --master "127.0.0.1:$port" --dist-timeout 3
+((SECONDS - start < 6)) && ok || fail "rank 1 alone took $((SECONDS - start)) s for a 3 s timeout"
+# A host that does not resolve; rank 0 on an address of another machine.
+expect_error "unresolvable host" "rank 1: the store's host 'no.such.host.invalid' (--master, or MASTER_ADDR) does not resolve" \
+  "${run[@]}" --world-size 2 --rank 1 --master "no.such.host.invalid:$port" --dist-timeout 3
+expect_error "rank 0 elsewhere" "rank 0 hosts the run's store, but 192.0.2.1 (192.0.2.1) is not an address of this machine" \
+  "${run[@]}" --world-size 2 --rank 0 --master "192.0.2.1:$port" --dist-timeout 3
+# --world-size alone would make every process rank 0 of its own run.
+expect_error "world size without rank" "--world-size 2 needs --rank (this process's rank, 0 .. 1)" "${run[@]}" --world-size 2
+WORLD_SIZE=2 RANK=1 expect_error "flags under a launcher" "--world-size, --rank or --master given under a launcher (WORLD_SIZE=2, RANK=1" \
+  "${run[@]}" --world-size 3 --rank 1
 
 # The flags' own checks.
 expect_error "rank without world size" "--rank needs --world-size" "${run[@]}" --rank 1
@@ -206,15 +223,15 @@ expect_error "huge timeout" "timeout: expected more than 0 and at most 604800 se
   --dist-timeout 1e300
 # Another program on the store's port that accepts the connection and never
 # answers: c10d's client would wait for ever; the rank ends with one line
-# after the timeout and a margin.
+# after the timeout and a margin of 2 s.
 port="$(free_port)"
 "$python" -c "import socket, sys, time
 s = socket.socket(); s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(5); time.sleep(60)" "$port" &
 listener=$!
 sleep 1
 start=$SECONDS
-expect_error "silent store" "no answer from the run's store at 127.0.0.1:$port within 12 s" "${run[@]}" --world-size 2 \
+expect_error "silent store" "no answer from the run's store at 127.0.0.1:$port within 4 s" "${run[@]}" --world-size 2 \
   --rank 1 --master "127.0.0.1:$port" --dist-timeout 2
-((SECONDS - start < 30)) && ok || fail "the silent store took $((SECONDS - start)) s to be named"
+((SECONDS - start < 8)) && ok || fail "the silent store took $((SECONDS - start)) s to be named"
 kill "$listener" 2>/dev/null
 finish

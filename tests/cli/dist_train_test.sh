@@ -149,4 +149,19 @@ for r in 0 1; do
     [[ $(wc -l <"$tmp/bn.$r.err") == 1 ]] && ok || fail "batchnorm: rank $r: exit $(cat "$tmp/bn.$r.rc"): $(cat "$tmp/bn.$r.err")"
 done
 [[ ! -e "$tmp/bn.h5" ]] && ok || fail "batchnorm: a checkpoint was written"
+
+# Settings that differ between ranks are named by their flags (T, not
+# config.steps; the data, not labels_fingerprint).
+port="$(free_port)"
+for r in 0 1; do
+  ( "$snnsim" train --data-dir "$fixture" --layers 784-16-10 --T $((2 + r)) --epochs 1 --limit $((64 + 64 * r)) \
+      --threads 1 --checkpoint "$tmp/set.h5" --world-size 2 --rank $r --master "127.0.0.1:$port" --dist-timeout 30 \
+      >"$tmp/set.$r.out" 2>"$tmp/set.$r.err"; echo $? >"$tmp/set.$r.rc" ) &
+done
+wait
+for r in 0 1; do
+  [[ $(cat "$tmp/set.$r.rc") == 2 ]] && [[ $(wc -l <"$tmp/set.$r.err") == 1 ]] &&
+    grep -q "the ranks were started with different settings (T: 2 on rank 0, 3 on rank 1)" "$tmp/set.$r.err" && ok ||
+    fail "settings: rank $r: exit $(cat "$tmp/set.$r.rc"): $(cat "$tmp/set.$r.err")"
+done
 finish
