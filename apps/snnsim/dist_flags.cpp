@@ -54,18 +54,23 @@ std::optional<dist::WorldOptions> world_options(const DistFlags& f, const std::v
   std::optional<dist::WorldOptions> o;
   bool rank_missing = false;
   if (has("--world-size")) {
-    if (const char* env = std::getenv("WORLD_SIZE")) {
-      // Under torchrun its variables say (and its agent may host the store
-      // on its own port); flags that disagree would start another run, each
-      // process rank 0 of its own ("port in use").
-      const char* rank = std::getenv("RANK");
-      if (std::to_string(f.world_size) != env || (has("--rank") && rank && std::to_string(f.rank) != rank) ||
-          has("--master")) {
-        throw Error(fmt::format("--world-size, --rank or --master given under a launcher (WORLD_SIZE={}, RANK={}, "
-                                "as torchrun sets them): leave them out, the launcher's settings are used",
-                                env, rank ? rank : "unset"));
-      }
+    const char* env = std::getenv("WORLD_SIZE");
+    const char* rank = std::getenv("RANK");
+    if (env != nullptr && rank != nullptr) {
+      // Under a launcher (torchrun sets both) its variables say, and its
+      // agent may host the store on its own port; flags that disagree would
+      // start another run, each process rank 0 of its own ("port in use").
       o = dist::options_from_environment();
+      dist::WorldOptions flags = *o;
+      flags.world_size = f.world_size;
+      if (has("--rank")) flags.rank = f.rank;
+      if (has("--master")) dist::parse_master(f.master, flags);
+      if (flags.world_size != o->world_size || flags.rank != o->rank || flags.master_addr != o->master_addr ||
+          flags.master_port != o->master_port) {
+        throw Error(fmt::format("--world-size, --rank or --master disagree with the launcher's WORLD_SIZE={}, "
+                                "RANK={}, MASTER_ADDR:MASTER_PORT={}:{} (as torchrun sets them): leave them out",
+                                env, rank, o->master_addr, o->master_port));
+      }
     } else {
       rank_missing = f.world_size > 1 && !has("--rank");
       o = dist::WorldOptions{};

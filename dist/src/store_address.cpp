@@ -33,27 +33,44 @@ bool connects(const Endpoint& e, std::chrono::milliseconds wait) {
   if (s.fd < 0) return false;
   const int flags = ::fcntl(s.fd, F_GETFL, 0);
   if (flags < 0 || ::fcntl(s.fd, F_SETFL, flags | O_NONBLOCK) < 0) return false;
-  if (::connect(s.fd, reinterpret_cast<const sockaddr*>(&e.address), e.length) == 0) return true;
-  if (errno != EINPROGRESS) return false;
-  pollfd p{s.fd, POLLOUT, 0};
-  if (::poll(&p, 1, static_cast<int>(wait.count())) != 1) return false;
-  int error = 0;
-  socklen_t size = sizeof(error);
-  return ::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &error, &size) == 0 && error == 0;
+  if (::connect(s.fd, reinterpret_cast<const sockaddr*>(&e.address), e.length) != 0) {
+    if (errno != EINPROGRESS) return false;
+    pollfd p{s.fd, POLLOUT, 0};
+    if (::poll(&p, 1, static_cast<int>(wait.count())) != 1) return false;
+    int error = 0;
+    socklen_t size = sizeof(error);
+    if (::getsockopt(s.fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0 || error != 0) return false;
+  }
+  // Linux can connect a socket to itself (its own port chosen as the
+  // target's, nothing listening): that is no store.
+  sockaddr_storage mine{}, peer{};
+  socklen_t mine_size = sizeof(mine), peer_size = sizeof(peer);
+  if (::getsockname(s.fd, reinterpret_cast<sockaddr*>(&mine), &mine_size) == 0 &&
+      ::getpeername(s.fd, reinterpret_cast<sockaddr*>(&peer), &peer_size) == 0 && mine_size == peer_size &&
+      std::memcmp(&mine, &peer, mine_size) == 0) {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace
 
-std::vector<Endpoint> resolve_store_host(const std::string& host, int64_t port) {
+std::vector<Endpoint> resolve_store_host(const std::string& host, int64_t port,
+                                         std::chrono::steady_clock::time_point deadline) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   const std::string service = std::to_string(port);
-  const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
-  if (rc != 0) {
-    throw Error("the store's host '" + host + "' (--master, or MASTER_ADDR) does not resolve: " +
-                (rc == EAI_SYSTEM ? std::string(std::strerror(errno)) : std::string(::gai_strerror(rc))));
+  for (;;) {
+    const int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &found);
+    if (rc == 0) break;
+    const std::string reason = rc == EAI_SYSTEM ? std::string(std::strerror(errno)) : std::string(::gai_strerror(rc));
+    const bool may_appear = rc == EAI_AGAIN || rc == EAI_NONAME || rc == EAI_NODATA || rc == EAI_FAIL;
+    if (!may_appear || std::chrono::steady_clock::now() + std::chrono::milliseconds(500) >= deadline) {
+      throw Error("the store's host '" + host + "' (--master, or MASTER_ADDR) does not resolve: " + reason);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   std::vector<Endpoint> out;
   for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
@@ -82,15 +99,16 @@ bool is_local_address(const std::vector<Endpoint>& endpoints) {
   return false;
 }
 
-bool wait_for_listener(const std::vector<Endpoint>& endpoints, std::chrono::steady_clock::time_point deadline) {
+const Endpoint* wait_for_listener(const std::vector<Endpoint>& endpoints,
+                                  std::chrono::steady_clock::time_point deadline) {
   using namespace std::chrono;
   for (;;) {
     for (const auto& e : endpoints) {
       const auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
-      if (left.count() <= 0) return false;
-      if (connects(e, std::min(left, milliseconds(1000)))) return true;
+      if (left.count() <= 0) return nullptr;
+      if (connects(e, std::min(left, milliseconds(1000)))) return &e;
     }
-    if (steady_clock::now() + milliseconds(100) >= deadline) return false;
+    if (steady_clock::now() + milliseconds(100) >= deadline) return nullptr;
     // Not listening yet (rank 0 starts later): try again shortly.
     std::this_thread::sleep_for(milliseconds(100));
   }

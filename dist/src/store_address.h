@@ -21,16 +21,22 @@ struct Endpoint {
   std::string text;  ///< numeric, e.g. "127.0.0.1" or "::1"
 };
 
-/// The TCP addresses of `host` at `port`. Throws snn::Error naming the host
-/// and the resolver's reason where it has none.
-std::vector<Endpoint> resolve_store_host(const std::string& host, int64_t port);
+/// The TCP addresses of `host` at `port`, asking again until `deadline`
+/// while the resolver has none (a launcher's DNS records may appear after
+/// the process starts). Throws snn::Error naming the host and the
+/// resolver's reason when the deadline passes.
+std::vector<Endpoint> resolve_store_host(const std::string& host, int64_t port,
+                                         std::chrono::steady_clock::time_point deadline);
 
 /// Whether one of `endpoints` is an address of this machine (a socket can
-/// bind to it): where rank 0 can host the store.
+/// bind to it). Only for explaining a failure: rank 0 can host the store
+/// behind an address it does not hold (NAT, a forwarded port).
 bool is_local_address(const std::vector<Endpoint>& endpoints);
 
-/// Tries TCP connections to `endpoints` until one is accepted (true) or
-/// `deadline` passes (false). Nothing is sent: the connection is closed.
-bool wait_for_listener(const std::vector<Endpoint>& endpoints, std::chrono::steady_clock::time_point deadline);
+/// Tries TCP connections to `endpoints` until one is accepted or `deadline`
+/// passes; returns the one that answered, or nullptr. Nothing is sent: the
+/// connection is closed (a socket that connected to itself does not count).
+const Endpoint* wait_for_listener(const std::vector<Endpoint>& endpoints,
+                                  std::chrono::steady_clock::time_point deadline);
 
 }  // namespace snn::dist::sockets

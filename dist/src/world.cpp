@@ -153,6 +153,8 @@ void parse_master(const std::string& text, WorldOptions& options) {
 struct World::State {
   WorldOptions o;
   std::string where;  // "host:port"
+  std::vector<sockets::Endpoint> endpoints;  // the store host's addresses
+  bool foreign_master = false;               // rank 0 hosts behind an address it does not hold
   c10::intrusive_ptr<c10d::TCPStore> tcp;
   c10::intrusive_ptr<c10d::Store> store;        // the main thread's connection
   c10::intrusive_ptr<c10d::Store> watch_store;  // the watch thread's own (a blocking get holds a connection)
@@ -256,27 +258,33 @@ struct World::State {
     }
   }
 
-  void connect(Clock::time_point deadline) {
-    // Plain sockets first (store_address.h): a host that does not resolve,
-    // rank 0 on a machine the address is not, and a store nobody hosts each
-    // get their own line, within the timeout.
-    std::vector<sockets::Endpoint> endpoints;
+  // Plain sockets before c10d (store_address.h): a host that does not
+  // resolve and a store nobody hosts each get their own line within the
+  // timeout. Returns the address c10d connects to: the one that answered.
+  std::string find_store(Clock::time_point deadline) {
     try {
-      endpoints = sockets::resolve_store_host(o.master_addr, o.master_port);
+      endpoints = sockets::resolve_store_host(o.master_addr, o.master_port, deadline);
     } catch (const Error& e) {
       throw Error(fmt::format("rank {}: {}", o.rank, e.what()));
     }
-    if (o.rank == 0 && !o.agent_store && !sockets::is_local_address(endpoints)) {
-      throw Error(fmt::format("rank 0 hosts the run's store, but {} ({}) is not an address of this machine ({}): start "
-                              "rank 0 on the machine the address names, or give one of this machine's addresses "
-                              "(--master HOST:PORT, or MASTER_ADDR)",
-                              o.master_addr, endpoints.front().text, host_name()));
+    if (o.rank == 0 && !o.agent_store) {
+      // It hosts the store: c10d listens on every address of this machine
+      // and then asks its own store at the address given. An address this
+      // machine does not hold (a NAT's, a forwarded port, or a mistake) may
+      // lead elsewhere, so it asks through the loopback instead.
+      foreign_master = !sockets::is_local_address(endpoints);
+      return foreign_master ? "127.0.0.1" : o.master_addr;
     }
-    if ((o.rank != 0 || o.agent_store) && !sockets::wait_for_listener(endpoints, deadline)) {
+    const sockets::Endpoint* found = sockets::wait_for_listener(endpoints, deadline);
+    if (found == nullptr) {
       throw Error(fmt::format("rank {} could not reach the run's store at {} within {} s: nothing listens there "
                               "({} hosts it: did it start, on that address?)",
                               o.rank, where, o.timeout_s, o.agent_store ? "torchrun's agent" : "rank 0"));
     }
+    return found->text.empty() ? o.master_addr : found->text;
+  }
+
+  void connect(const std::string& address) {
     c10d::TCPStoreOptions t;
     t.port = static_cast<std::uint16_t>(o.master_port);
     t.isServer = o.rank == 0 && !o.agent_store;
@@ -284,7 +292,7 @@ struct World::State {
     t.waitWorkers = false;
     t.timeout = millis(o.timeout_s);
     try {
-      tcp = c10::make_intrusive<c10d::TCPStore>(o.master_addr, t);
+      tcp = c10::make_intrusive<c10d::TCPStore>(address, t);
     } catch (const std::exception& e) {
       const std::string m = c10_message(e);
       if (t.isServer && (m.find("EADDRINUSE") != std::string::npos || m.find("in use") != std::string::npos)) {
@@ -362,8 +370,12 @@ struct World::State {
   std::string missing_message(const std::string& names) const {
     const auto bar = names.find('|');
     return fmt::format("rank {}: {} of the {} ranks did not arrive at {} within {} s (rank {} missing): start every "
-                       "rank with the same --master and world size",
-                       o.rank, names.substr(0, bar), o.world_size, where, o.timeout_s, names.substr(bar + 1));
+                       "rank with the same --master and world size{}",
+                       o.rank, names.substr(0, bar), o.world_size, where, o.timeout_s, names.substr(bar + 1),
+                       foreign_master ? fmt::format(" ({} is not an address of this machine, {}, which hosts the "
+                                                    "store: does it lead here?)",
+                                                    o.master_addr, host_name())
+                                      : "");
   }
 
   void make_group() {
@@ -413,13 +425,14 @@ World::World(const WorldOptions& options, PeerFailure on_peer_failure) : s_(std:
   s_->o = options;
   s_->where = fmt::format("{}:{}", options.master_addr, options.master_port);
   s_->on_peer_failure = on_peer_failure ? std::move(on_peer_failure) : PeerFailure(default_peer_failure);
+  const std::string address = s_->find_store(Clock::now() + millis(options.timeout_s));
   {
     // Once connected, c10d's client waits for the store's first answer with
     // no deadline: where another program listens on the port and never
-    // answers, the rank would hang. connect() gives up by itself within the
-    // timeout otherwise (it waits for a listener itself, store_address.h),
-    // so past the timeout and a margin the watchdog ends the process with
-    // one line. (arrive() has deadlines of its own.)
+    // answers, the rank would hang. A store that listens (find_store saw
+    // it) answers at once, so past the timeout and a margin, counted from
+    // there, the watchdog ends the process with one line. (arrive() has
+    // deadlines of its own.)
     std::mutex m;
     std::condition_variable cv;
     bool done = false;
@@ -442,7 +455,7 @@ World::World(const WorldOptions& options, PeerFailure on_peer_failure) : s_(std:
       watchdog.join();
     };
     try {
-      s_->connect(Clock::now() + millis(options.timeout_s));
+      s_->connect(address);
     } catch (...) {
       stop();
       throw;

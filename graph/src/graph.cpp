@@ -597,13 +597,16 @@ GraphShapes Graph::validate() const {
   // long Delays overflows).
   constexpr int64_t kFar = std::numeric_limits<int64_t>::max() / 4;
   std::map<std::string, int64_t> reach;  // steps until a node's output first carries the input
+  std::map<std::string, int64_t> delay;  // a Delay's steps, 0 for other nodes
   std::map<std::string, std::string> via;
-  for (const auto& n : nodes) reach[n.name] = n.kind == NodeKind::kInput ? 0 : kFar;
+  for (const auto& n : nodes) {
+    reach[n.name] = n.kind == NodeKind::kInput ? 0 : kFar;
+    delay[n.name] = n.kind == NodeKind::kDelay ? n.delay : 0;
+  }
   for (bool changed = true; changed;) {
     changed = false;
     for (const auto& e : edges) {
-      const Node& t = node(e.target);
-      const int64_t r = std::min(kFar, reach.at(e.source) + (t.kind == NodeKind::kDelay ? t.delay : 0));
+      const int64_t r = std::min(kFar, reach.at(e.source) + delay.at(e.target));
       if (r < reach.at(e.target)) {
         reach[e.target] = r;
         via[e.target] = e.source;
@@ -616,7 +619,7 @@ GraphShapes Graph::validate() const {
     out.latency = reach.at(n.name);
     out.latency_path.clear();
     for (std::string at = n.name; via.count(at); at = via.at(at)) {
-      if (node(at).kind == NodeKind::kDelay) out.latency_path.insert(out.latency_path.begin(), at);
+      if (delay.at(at) > 0) out.latency_path.insert(out.latency_path.begin(), at);
     }
   }
   return out;

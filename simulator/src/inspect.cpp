@@ -196,8 +196,10 @@ FileDescription describe_recording(const std::string& path) {
   // One class (a population model's trials, snnsim simulate): nothing was
   // classified, so there is no accuracy to show.
   const bool classified = r.classes > 1;
-  // ... and its samples are trials, its populations no layers.
-  const std::string unit = classified ? "sample" : "trial";
+  // A population model's run (snnsim simulate): its samples are trials,
+  // its populations no layers, and simulate continues it.
+  const bool trials = meta("kind") == "populations";
+  const std::string unit = trials ? "trial" : "sample";
   const std::string samples = fmt::format("{} {}{}", r.samples, unit, r.samples == 1 ? "" : "s");
   const double accuracy = r.samples > 0 ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0.0;
   if (r.samples > 0 && classified) j["accuracy"] = accuracy;
@@ -206,8 +208,9 @@ FileDescription describe_recording(const std::string& path) {
   // How its run continues: a population model's trials by simulate, a
   // network's samples by run.
   const std::string model = meta("model_file").empty() ? std::string("MODEL") : meta("model_file");
-  const std::string resume = classified ? "snnsim run --resume " + final_path
-                                        : "snnsim simulate " + model + " --record " + final_path + " --resume (with the flags it was started with)";
+  const std::string resume = !trials ? "snnsim run --resume " + final_path
+                                     : "snnsim simulate " + model + " --record " + final_path +
+                                           " --resume (with the flags it was started with)";
   if (r.status == "complete") {
     d.lines.push_back(fmt::format("status: complete, {}{}", samples, acc));
   } else if (r.status == "recovered") {
@@ -233,7 +236,7 @@ FileDescription describe_recording(const std::string& path) {
     pops.push_back({{"name", p.name}, {"layer", p.layer}, {"n_nodes", p.n_nodes}, {"recorded", p.recorded},
                     {"spikes", p.spikes}});
     pop_text += fmt::format("{}{}{}: {} of {} neurons, {} spikes", pop_text.empty() ? "" : "; ", p.name,
-                            classified ? fmt::format(" (layer {})", p.layer) : "", p.recorded, p.n_nodes, p.spikes);
+                            trials ? "" : fmt::format(" (layer {})", p.layer), p.recorded, p.n_nodes, p.spikes);
   }
   j["populations"] = pops;
   d.lines.push_back("spikes: " + (pop_text.empty() ? std::string("none recorded") : pop_text));

@@ -188,7 +188,6 @@ SpikingNetwork::SpikingNetwork(const NetworkConfig& config) : config_(config) {
     graph_model_ = std::make_shared<GraphModel>(*config_.graph, config_.seed);
     config_.layers = graph_model_->layer_sizes();
     config_.validate();
-    check_latency(*config_.graph, graph_model_->shapes(), config_.steps);
     if (!config_.balance.empty()) graph_model_->check_balance(config_.balance);
     PoissonEncoderOptions enc;
     enc.seed(config_.seed).step_mode(StepMode::kMulti).spike_dtype(torch::kBool);
@@ -258,6 +257,9 @@ std::vector<int64_t> SpikingNetwork::stage_layers() const {
 }
 
 ModelPipeline SpikingNetwork::make_pipeline() const {
+  // Here and in set_simulation, not in the constructor: a NIR file is read
+  // with the default T, and a run's --T comes after.
+  if (graph_model_) check_latency(*config_.graph, graph_model_->shapes(), config_.steps);
   const int64_t stages = static_cast<int64_t>(config_.devices.size());
   const std::vector<int64_t> balance = stage_layers();
   ModelPipeline pipe(PipelineOptions().steps_per_tick(config_.steps_per_tick > 0 ? config_.steps_per_tick

@@ -272,6 +272,10 @@ expect_error "cycle without delay" "has no Delay node" "${bad_run[@]}" --model "
 expect_error "conv weight for other channels" \
   "node 'conv': weight \[4, 3, 3, 3\] with groups 1 takes 3 channels but its input is \[1, 28, 28\]" \
   "${bad_run[@]}" --model "$tmp/channels.nir"
+"$snnsim" run "${common[@]}" --limit 5 --model "$tmp/delayed.nir" --T 12 >"$tmp/delayed.out" 2>&1 && ok ||
+  fail "a NIR Delay of 10 steps with T = 12: $(cat "$tmp/delayed.out")"
+expect_error "a NIR Delay as long as T" "the graph's Output is 10 steps behind its Input (its shortest path passes the Delay 'd' of 10), so T = 10 steps never reach it" \
+  run "${common[@]}" --limit 5 --model "$tmp/delayed.nir" --T 10
 expect_error "conv input_shape of another image" \
   "node 'conv' (Conv2d): the file states its input as \[10, 10\] (input_shape) but its input is \[1, 28, 28\]" \
   "${bad_run[@]}" --model "$tmp/input_shape.nir"

@@ -814,7 +814,8 @@ TEST(GraphModel, AnOutputTStepsBehindItsInputIsRefused) {
   }
   g.edges.push_back({"input", "d"});
   try {
-    SpikingNetwork net(graph_config(g, 2));
+    SpikingNetwork net(graph_config(g, 2));  // (a NIR file is read with the default T, --T comes after)
+    net.make_pipeline();
     FAIL() << "T = 2 was accepted for an Output 2 steps behind";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("the graph's Output is 2 steps behind its Input (its shortest path passes the "
@@ -823,6 +824,7 @@ TEST(GraphModel, AnOutputTStepsBehindItsInputIsRefused) {
         << e.what();
   }
   SpikingNetwork net(graph_config(g, 3));
+  net.make_pipeline();
   SimulationConfig shorter = net.config().simulation();
   shorter.steps = 1;
   EXPECT_THROW(net.set_simulation(shorter), Error);

@@ -311,6 +311,17 @@ def bad(folder):
                 "out": nir.Output(output_type=np.array([4]))}
     edges = [("in", "a"), ("a", "h"), ("h", "out")]
     nir.write(f"{folder}/good.nir", nir.NIRGraph(nodes=base(), edges=edges))
+    # A Delay of 10 steps (dt 1e-4 s) between the synapses and the neurons:
+    # fine with T > 10, refused with T <= 10 (the output would never see the
+    # input).
+    nodes = {"in": nir.Input(input_type=np.array([784])),
+             "a": nir.Affine(weight=np.full((10, 784), 0.01, np.float32), bias=np.zeros(10, np.float32)),
+             "d": nir.Delay(delay=np.full(10, 10e-4)),
+             "h": nir.LIF(tau=np.full(10, 2e-4), r=np.ones(10), v_leak=np.zeros(10), v_threshold=np.ones(10),
+                          v_reset=np.zeros(10)),
+             "out": nir.Output(output_type=np.array([10]))}
+    nir.write(f"{folder}/delayed.nir", nir.NIRGraph(nodes=nodes, edges=[("in", "a"), ("a", "d"), ("d", "h"), ("h", "out")],
+                                                    type_check=False))
     # A node type snnsim does not read: NIR's integrator I.
     nodes = base()
     nodes["i"] = nir.I(r=np.ones(4))
