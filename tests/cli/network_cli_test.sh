@@ -160,15 +160,20 @@ expect_error "fractional features" "node 'conv1': 'features' must be an integer,
 sed -e 's/^shape = \[1, 28, 28\]/shape = [1.5, 28, 28]/' "$cnn" >"$tmp/frac_shape.toml"
 expect_error "fractional shape" "'shape' must be an integer or a list of integers" train --data-dir "$fixture" \
   --model "$tmp/frac_shape.toml" --limit 10
-# 2*10^9 channels (72 GB of weights, which the allocator refuses on a machine
-# of this size): one line that says what ran out, not LibTorch's allocator text.
-# (Under AddressSanitizer, whose allocator aborts on such a request unless
-# told to fail it as the system's does.)
+# 2*10^9 channels: a convolution's output of more values per sample than
+# the kernels index, refused naming the node before anything is allocated.
 sed -e 's/^features = 32/features = 2000000000/' "$cnn" >"$tmp/huge.toml"
+expect_error "huge convolution" "node 'conv1' (Conv2d): its output \[2000000000, 28, 28\] holds more than 2147483647 values per sample" \
+  train --data-dir "$fixture" --model "$tmp/huge.toml" --limit 10
+# 2*10^9 outputs of 3136 inputs (25 TB of weights, which the allocator
+# refuses on a machine of this size): one line that says what ran out, not
+# LibTorch's allocator text. (Under AddressSanitizer, whose allocator aborts
+# on such a request unless told to fail it as the system's does.)
+sed -e 's/^features = 10/features = 2000000000/' "$cnn" >"$tmp/hugefc.toml"
 asan_options="${ASAN_OPTIONS-}"
 export ASAN_OPTIONS="${asan_options:+$asan_options:}allocator_may_return_null=1"
-expect_error "huge convolution" "not enough memory: an allocation of 67.1 GiB failed" train --data-dir "$fixture" \
-  --model "$tmp/huge.toml" --limit 10
+expect_error "huge layer" "not enough memory: an allocation of 2.34e+04 GiB failed" train --data-dir "$fixture" \
+  --model "$tmp/hugefc.toml" --limit 10
 export ASAN_OPTIONS="$asan_options"
 # A Delay far longer than the run keeps only the run's steps (it kept all of
 # them, copied at every step: 10^5 steps filled the memory).
@@ -232,7 +237,7 @@ grep -q "^training 784-24-10 on .*T = 3," "$tmp/json.out" && [[ -f "$tmp/json.h5
 printf '{"train": {"layerz": 3}}' >"$tmp/typo.json"
 expect_error "JSON config typo" "\"train\" has no key \"layerz\" (did you mean \"layers\"?)" --config "$tmp/typo.json" train --data-dir "$fixture"
 printf '{"train": {"layers": ' >"$tmp/broken.json"
-expect_error "broken JSON config" "does not parse" --config "$tmp/broken.json" train --data-dir "$fixture"
+expect_error "broken JSON config" "config '$tmp/broken.json' (JSON): parse error at line 1, column 22" --config "$tmp/broken.json" train --data-dir "$fixture"
 printf '[train]\nlayerz = "784-24-10"\n' >"$tmp/typo.toml"
 expect_error "config typo" "line 2: \[train\] has no key 'layerz' (did you mean 'layers'?)" --config "$tmp/typo.toml" train --data-dir "$fixture"
 expect_error "missing config" "not readable" --config "$tmp/none.toml" train
