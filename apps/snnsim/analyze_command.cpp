@@ -103,9 +103,11 @@ std::string summary_text(const analysis::RecordingStats& r) {
                        p.name, classified ? fmt::format("layer {}, ", p.layer) : "", p.node_ids.size(), p.spikes,
                        fmt_number(p.rate_hz), fmt_number(p.spikes_per_step), p.silent_neurons);
     // Fano factors are variances over samples: one sample has none.
-    const std::string fano = r.samples < 2 ? fmt::format("Fano n/a ({} {})", r.samples == 1 ? "one" : "no", unit + (r.samples == 1 ? "" : "s"))
-                                           : fmt::format("Fano {} ({} neurons), population Fano {}", fmt_number(p.fano),
-                                                         p.fano_neurons, fmt_number(p.population_fano));
+    const std::string fano =
+        r.samples == 0   ? fmt::format("Fano n/a (no {}s)", unit)
+        : r.samples == 1 ? fmt::format("Fano n/a (one {})", unit)
+                         : fmt::format("Fano {} ({} neurons), population Fano {}", fmt_number(p.fano), p.fano_neurons,
+                                       fmt_number(p.population_fano));
     out << fmt::format("  ISI: {} intervals, mean {} ms, CV {} ({} neurons); {}; synchrony chi {}{}\n", p.isi_count,
                        fmt_number(p.isi_mean_ms), fmt_number(p.isi_cv), p.cv_neurons, fano, fmt_number(p.synchrony),
                        r.synchrony_bin_ms > r.dt_ms ? " (bins of " + fmt_number(r.synchrony_bin_ms) + " ms)" : "");
