@@ -615,6 +615,15 @@ GraphShapes Graph::validate() const {
     }
   }
   for (const auto& n : nodes) {
+    // Every node has an incoming edge (or is the Input) and an outgoing one
+    // (or is the Output), yet a cycle through a Delay can feed the Output
+    // while nothing from the Input enters it: then it never sees the input.
+    if (n.kind == NodeKind::kOutput && reach.at(n.name) >= kFar) {
+      std::string from;
+      for (const auto& s : sources_of(n.name)) from += (from.empty() ? "'" : ", '") + s + "'";
+      fail("the Output '" + n.name + "' is not reached from the Input: its input comes from " + from +
+           ", which no path from the Input enters (a cycle of its own), so it never sees the input");
+    }
     if (n.kind != NodeKind::kOutput || reach.at(n.name) < out.latency) continue;
     out.latency = reach.at(n.name);
     out.latency_path.clear();

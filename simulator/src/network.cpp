@@ -173,7 +173,7 @@ void check_latency(const graph::Graph& graph, const graph::GraphShapes& s, int64
     delays += (delays.empty() ? "" : ", ") + fmt::format("'{}' of {}", name, graph.node(name).delay);
   }
   if (s.latency >= std::numeric_limits<int64_t>::max() / 4) {
-    throw Error("the graph's Output is not reached from its Input (a cycle of its own): it never sees the input");
+    throw InternalError("the graph's Output is not reached from its Input, yet its validation passed");
   }
   throw Error(fmt::format("the graph's Output is {} steps behind its Input (its shortest path passes the Delay{} {}), "
                           "so T = {} steps never reach it: give T > {} (--T) or shorter Delays",

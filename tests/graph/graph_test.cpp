@@ -339,6 +339,66 @@ TEST(GraphValidate, LatencyIsTheShortestDelayPathToTheOutput) {
   EXPECT_TRUE(skipped.latency_path.empty());
 }
 
+// Every node has an incoming and an outgoing edge, yet the Output hangs on a
+// cycle of its own (lifb -> d -> rec -> lifb) that nothing from the Input
+// enters (the input goes round lif0's cycle): refused by validate(), naming the Output and what feeds it. It used
+// to pass validation and fail only when a pipeline was made.
+TEST(GraphValidate, AnOutputOnACycleTheInputNeverEntersIsRefused) {
+  const std::string text = R"(
+[[nodes]]
+name = "input"
+kind = "Input"
+shape = [4]
+[[nodes]]
+name = "fc0"
+kind = "Affine"
+features = 3
+[[nodes]]
+name = "lif0"
+kind = "LIF"
+from = ["fc0", "rec0"]
+[[nodes]]
+name = "d0"
+kind = "Delay"
+from = "lif0"
+delay = 1
+shape = [3]
+[[nodes]]
+name = "rec0"
+kind = "Linear"
+from = "d0"
+features = 3
+[[nodes]]
+name = "lifb"
+kind = "LIF"
+from = "rec"
+[[nodes]]
+name = "d"
+kind = "Delay"
+from = "lifb"
+delay = 1
+shape = [3]
+[[nodes]]
+name = "rec"
+kind = "Linear"
+from = "d"
+features = 3
+[[nodes]]
+name = "output"
+kind = "Output"
+from = "lifb"
+)";
+  const Graph g = parse_graph_text(text, "island");
+  EXPECT_EQ(problem(g),
+            "graph: the Output 'output' is not reached from the Input: its input comes from 'lifb', which no path "
+            "from the Input enters (a cycle of its own), so it never sees the input");
+  // The same cycle feeding lif0, with the Output after lif0, is a valid
+  // graph: the Output sees the input, the cycle adds its own spikes.
+  std::string fed = text;
+  fed.replace(fed.rfind("from = \"lifb\""), 13, "from = \"lif0\"");
+  EXPECT_EQ(parse_graph_text(fed, "fed").validate().latency, 0);
+}
+
 TEST(GraphValidate, ConvAndPoolShapes) {
   const Graph g = parse_graph_text(R"(
 [[nodes]]
