@@ -68,7 +68,7 @@ void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
     overrides.steps = f.steps;
     Placement placement;
     placement.devices = split_list(f.devices);
-    net = load_network(f.checkpoint, overrides, placement).network;
+    naming_flags(given, [&] { net = load_network(f.checkpoint, overrides, placement).network; });
     c = net->config();
   } else {
     c.layers = NetworkConfig::parse_layers(f.layers);
@@ -76,7 +76,7 @@ void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
     c.seed = f.seed;
     c.steps = f.steps;
     c.devices = split_list(f.devices);
-    c.validate();
+    naming_flags(given, [&] { c.validate(); });
     if (!(f.weight_scale > 0)) throw Error("--weight-scale must be positive, got " + std::to_string(f.weight_scale));
     net = std::make_unique<SpikingNetwork>(c);
     // Initialised like torch::nn::Linear, then scaled: an untrained network

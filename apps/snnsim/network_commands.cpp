@@ -290,9 +290,9 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
   } else if (is_graph_file_model(f.neuron.model)) {
     built = network_from_model(f.neuron.model, c, f.nir_dt);
   } else {
-    built = std::make_unique<SpikingNetwork>(c);
+    naming_flags(given, [&] { built = std::make_unique<SpikingNetwork>(c); });
   }
-  placement_of(f.sim).apply(*built);
+  naming_flags(given, [&] { placement_of(f.sim).apply(*built); });
   c = built->config();
   SpikingNetwork& net = *built;
   const ImageDataset data = load_data_for_outputs(f.sim.data_dir, c.layers.back());
@@ -558,7 +558,10 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
   if (resuming) check_output_files({{"--summary", f.summary}}, {{"the recording's checkpoint", o.checkpoint}});
   LoadedNetwork loaded;
   try {
-    loaded = load_network(o.checkpoint, o.overrides, pipeline ? Placement{} : placement_of(f.sim));
+    // (Resumed, the overrides are the recording's, not flags: none is given.)
+    naming_flags(given, [&] {
+      loaded = load_network(o.checkpoint, o.overrides, pipeline ? Placement{} : placement_of(f.sim));
+    });
   } catch (const Error& e) {
     if (!resuming) throw;
     throw Error(std::string(e.what()) + " (the checkpoint recording '" + f.resume + "' was started with)");

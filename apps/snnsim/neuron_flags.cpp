@@ -79,7 +79,8 @@ NeuronParams neuron_params(const NeuronFlags& f) {
   }
   p.refractory = f.refractory;
   p.surrogate = Surrogate::parse(f.surrogate);
-  p.validate();
+  // Every value here is a flag's (the defaults are valid).
+  naming_flags({"--tau", "--v-threshold", "--v-reset", "--refractory", "--surrogate"}, [&] { p.validate(); });
   return p;
 }
 

@@ -2,10 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 
+#include "snn/core/error.h"
 #include "suggest.h"
 
 namespace snn::app {
@@ -104,6 +106,43 @@ CLI::Validator one_of(std::vector<std::string> allowed) {
         return got(rule, text) + (near.empty() ? "" : " (did you mean '" + near + "'?)");
       },
       "{" + join_names(allowed, ",") + "}");
+}
+
+void naming_flags(const std::vector<std::string>& given, const std::function<void()>& body) {
+  // The start of each library message about a flag's value (NeuronParams,
+  // NetworkConfig, SimulationConfig, NetworkOverrides, Placement), and the flag.
+  static const std::pair<const char*, const char*> kFields[] = {
+      {"tau", "--tau"},
+      {"the parametric LIF's initial tau", "--tau"},
+      {"v_threshold", "--v-threshold"},
+      {"v_reset", "--v-reset"},
+      {"refractory", "--refractory"},
+      {"surrogate", "--surrogate"},
+      {"the input gain", "--gain"},
+      {"T (steps per sample)", "--T"},
+      {"T:", "--T"},
+      {"steps per tick", "--steps-per-tick"},
+      {"at least one device", "--devices"},
+      {"device '", "--devices"},
+      {"balance", "--balance"},
+      {"every stage needs", "--balance"},
+      {"threads:", "--threads"},
+  };
+  try {
+    body();
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    const bool stages = what.find(" devices (stages) for ") != std::string::npos;
+    for (const auto& [start, flag] : kFields) {
+      if (what.rfind(start, 0) != 0 && !(stages && std::string(flag) == "--devices")) continue;
+      if (std::find(given.begin(), given.end(), flag) == given.end()) break;
+      // "tau: a plif network ..." -> "--tau: a plif network ..."
+      const size_t n = std::string(start).size();
+      const bool labelled = what.rfind(start, 0) == 0 && what.size() > n && what[n] == ':';
+      throw Error(std::string(flag) + (labelled ? what.substr(n) : ": " + what));
+    }
+    throw;
+  }
 }
 
 }  // namespace snn::app

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -39,5 +40,13 @@ CLI::Validator one_of(std::vector<std::string> allowed);
 
 /// "a", "a or b", "a, b or c".
 std::string either(const std::vector<std::string>& names);
+
+/// Runs `body`, which validates values set by flags in a library whose
+/// messages name its fields ("tau must be a finite number >= 1 (steps), got
+/// 0.5", "device 'gpu' is not cpu or cuda:N"). An snn::Error about a value
+/// that one of the `given` flags set is rethrown with the flag in front
+/// ("--tau: tau must be ..."); any other error (a checkpoint's own bad value)
+/// passes unchanged.
+void naming_flags(const std::vector<std::string>& given, const std::function<void()>& body);
 
 }  // namespace snn::app

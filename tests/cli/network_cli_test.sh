@@ -270,8 +270,8 @@ expect_error "not a checkpoint" "is not an HDF5 file" run --checkpoint "$fixture
 expect_error "bad data dir" "does not exist" train --data-dir "$tmp/nodata" --epochs 1
 expect_error "bad layers" "layer sizes must look like" train --layers 784-a-10 --data-dir "$fixture"
 expect_error "wrong input size" "input size is 100" train --layers 100-10 --data-dir "$fixture" --epochs 1
-expect_error "bad device" "device 'tpu' is not cpu or cuda:N" run --checkpoint "$tmp/ck.h5" --devices tpu --data-dir "$fixture"
-expect_error "bad balance" "balance assigns 3 layers" run --checkpoint "$tmp/ck.h5" --devices cpu,cpu --balance 2,1 --data-dir "$fixture"
+expect_error "bad device" "snnsim: error: --devices: device 'tpu' is not cpu or cuda:N" run --checkpoint "$tmp/ck.h5" --devices tpu --data-dir "$fixture"
+expect_error "bad balance" "snnsim: error: --balance: balance assigns 3 layers" run --checkpoint "$tmp/ck.h5" --devices cpu,cpu --balance 2,1 --data-dir "$fixture"
 expect_error "too many stages" "at most one stage per layer" run --checkpoint "$tmp/ck.h5" --devices cpu,cpu,cpu --data-dir "$fixture"
 expect_error "bad surrogate" "unknown surrogate" train --surrogate relu --data-dir "$fixture"
 
