@@ -234,6 +234,11 @@ class Checker:
         if not (np.isfinite(dt) and dt > 0):
             self.fail(f"/meta: attribute 'dt_ms' is {dt}, not a positive number")
         out["dt_ms"] = float(dt)
+        # A population model's trials (snnsim simulate) say so; a network's
+        # recording has no kind (as snnsim's reader checks).
+        kind = self.attribute("kind", meta, "/meta")
+        if kind is not None and kind != "populations":
+            self.fail(f"/meta: attribute 'kind' is '{kind}', not 'populations' (the only kind a recording states)")
         committed = int(self.dataset("samples_committed")[()])
         if committed > 1 << 48:
             self.fail(f"/{ds_path('samples_committed')} is {committed}, not a sample count")

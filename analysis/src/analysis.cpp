@@ -392,6 +392,7 @@ RecordingStats analyze_recording(const std::string& path, const AnalysisOptions&
   r.dt_ms = c.dt_ms;
   r.samples = c.samples;
   r.classes = c.classes;
+  r.trials = c.kind == schema::kPopulationsKind;
   const int64_t bin = synchrony_bin_steps(options.synchrony_bin_ms, c.dt_ms, c.steps, where);
   r.synchrony_bin_ms = static_cast<double>(bin) * c.dt_ms;
 

@@ -84,10 +84,10 @@ std::string fmt_number(double v, const char* spec = "{:.4g}") {
 
 std::string summary_text(const analysis::RecordingStats& r) {
   std::ostringstream out;
-  // One class (a population model's trials, snnsim simulate): nothing was
-  // classified, its samples are trials and its populations no layers.
-  const bool classified = r.classes > 1;
-  const std::string unit = classified ? "sample" : "trial";
+  // A population model's trials (snnsim simulate): nothing was classified,
+  // its samples are trials and its populations no layers.
+  const bool classified = !r.trials;
+  const std::string unit = r.trials ? "trial" : "sample";
   out << fmt::format("recording {}: {} {}{}, T = {}, dt = {} ms, status {}\n", r.path, r.samples, unit,
                      r.samples == 1 ? "" : "s", r.steps, r.dt_ms, r.status);
   if (classified) {
@@ -113,6 +113,10 @@ std::string summary_text(const analysis::RecordingStats& r) {
                        r.synchrony_bin_ms > r.dt_ms ? " (bins of " + fmt_number(r.synchrony_bin_ms) + " ms)" : "");
     // Long runs (biological time): the PSTH in at most 100 bins of whole steps.
     const size_t bin = (p.psth_hz.size() + 99) / 100;
+    if (r.samples == 0) {
+      out << fmt::format("  PSTH n/a (no {}s)\n", unit);
+      continue;
+    }
     if (bin <= 1) {
       out << "  PSTH (Hz by step):";
     } else {

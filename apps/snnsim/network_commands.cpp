@@ -34,10 +34,12 @@
 #include "snn/dist/pipeline_links.h"
 #include "snn/simulator/checkpoint.h"
 #include "snn/simulator/distributed.h"
+#include "snn/simulator/inspect.h"
 #include "snn/simulator/network_graph.h"
 #include "snn/simulator/run_recording.h"
 #include "snn/recording/merged_recording.h"
 #include "snn/recording/recording_file.h"
+#include "snn/recording/recording_info.h"
 #include "snn/simulator/training.h"
 
 namespace snn::app {
@@ -820,15 +822,19 @@ Run add_recover_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "recover",
       "Make the recording of a killed or interrupted run (FILE.partial) a normal file holding every sample it "
-      "committed (status 'recovered'); snnsim run --resume can still continue it");
+      "committed (status 'recovered'); snnsim run --resume (simulate --resume for a population model's) can still "
+      "continue it");
   cmd->add_option("FILE", *path, "The recording: run.h5 or run.h5.partial")->required();
   cmd->add_flag("--overwrite", *overwrite, "Replace an existing FILE");
   return [cmd, path, overwrite] {
     if (!cmd->parsed()) return;
     const recording::Recovered r = recording::recover(*path, *overwrite);
-    std::cout << fmt::format("recovered '{}': {} committed samples (the file's status was '{}'); continue the run "
-                             "with: snnsim run --resume {}\n",
-                             r.path, r.samples, r.previous_status, r.path);
+    const recording::RecordingInfo info = recording::read_recording_info(r.path);
+    const std::string unit = info.trials ? "trial" : "sample";
+    std::cout << fmt::format("recovered '{}': {} committed {}{} (the file's status was '{}'); continue the run "
+                             "with: {}\n",
+                             r.path, r.samples, unit, r.samples == 1 ? "" : "s", r.previous_status,
+                             resume_command(r.path));
   };
 }
 

@@ -86,6 +86,7 @@ RecordingInfo read(const std::string& file, bool unfinished) {
   r.steps = c.steps;
   r.dt_ms = c.dt_ms;
   r.classes = c.classes;
+  r.trials = c.kind == sc::kPopulationsKind;
   for (const auto& p : c.populations) {
     r.populations.push_back({p.name, p.layer, p.n_nodes, static_cast<int64_t>(p.recorded.size()),
                              static_cast<int64_t>(p.events)});

@@ -386,6 +386,14 @@ Contents check(hid_t f, const std::string& where, Rows rows) {
     }
     check_attribute(m.get(), attr_resumed_at_sample, what);
     check_attribute(m.get(), attr_recovered_from_status, what);
+    check_attribute(m.get(), attr_kind, what);
+    if (H5Aexists(m.get(), attr_kind.name) > 0) {
+      c.kind = hdf5::read_string_attribute(m.get(), attr_kind.name, what);
+      if (c.kind != kPopulationsKind) {
+        throw Error(what + ": attribute 'kind' is '" + c.kind + "', not '" + kPopulationsKind +
+                    "' (the only kind a recording states; a network's has none)");
+      }
+    }
     Handle counter = open_checked(f, samples_committed, "", k, rows, where);
     uint64_t n = 0;
     hdf5::check(H5Dread(counter.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &n),

@@ -178,6 +178,24 @@ json meta_json(const std::string& text) {
 
 }  // namespace
 
+namespace {
+
+std::string finished_name(const recording::RecordingInfo& r) {
+  return r.unfinished_file ? r.path.substr(0, r.path.size() - std::string(".partial").size()) : r.path;
+}
+
+// How a recording's run continues: a population model's trials by
+// simulate, a network's samples by run.
+std::string resume_command(const recording::RecordingInfo& r) {
+  if (!r.trials) return "snnsim run --resume " + finished_name(r);
+  const std::string model = r.meta_value("model_file").empty() ? std::string("MODEL") : r.meta_value("model_file");
+  return "snnsim simulate " + model + " --record " + finished_name(r) + " --resume (with the flags it was started with)";
+}
+
+}  // namespace
+
+std::string resume_command(const std::string& path) { return resume_command(recording::read_recording_info(path)); }
+
 FileDescription describe_recording(const std::string& path) {
   const recording::RecordingInfo r = recording::read_recording_info(path);
   const auto meta = [&](const char* key) { return r.meta_value(key); };
@@ -198,19 +216,14 @@ FileDescription describe_recording(const std::string& path) {
   const bool classified = r.classes > 1;
   // A population model's run (snnsim simulate): its samples are trials,
   // its populations no layers, and simulate continues it.
-  const bool trials = meta("kind") == "populations";
+  const bool trials = r.trials;
   const std::string unit = trials ? "trial" : "sample";
   const std::string samples = fmt::format("{} {}{}", r.samples, unit, r.samples == 1 ? "" : "s");
   const double accuracy = r.samples > 0 ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0.0;
   if (r.samples > 0 && classified) j["accuracy"] = accuracy;
   const std::string acc = r.samples > 0 && classified ? fmt::format(", accuracy {:.4f}", accuracy) : "";
-  const std::string final_path = r.unfinished_file ? r.path.substr(0, r.path.size() - 8) : r.path;
-  // How its run continues: a population model's trials by simulate, a
-  // network's samples by run.
-  const std::string model = meta("model_file").empty() ? std::string("MODEL") : meta("model_file");
-  const std::string resume = !trials ? "snnsim run --resume " + final_path
-                                     : "snnsim simulate " + model + " --record " + final_path +
-                                           " --resume (with the flags it was started with)";
+  const std::string final_path = finished_name(r);
+  const std::string resume = resume_command(r);
   if (r.status == "complete") {
     d.lines.push_back(fmt::format("status: complete, {}{}", samples, acc));
   } else if (r.status == "recovered") {

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "snn/core/error.h"
+#include "snn/recording/detail/schema_check.h"
 #include "snn/recording/recording_file.h"
 #include "snn/recording/recording_info.h"
 #include "snn/simulator/run_recording.h"
@@ -161,7 +162,8 @@ PopulationRunReport run_population_model(const populations::PopulationModel& mod
       }
       draw(0);
       auto meta = identity(model);
-      meta.insert(meta.begin() + 1, {{"kind", "populations"}, {"model_file", request.model_path}});
+      meta.insert(meta.begin() + 1, {{recording::schema::attr_kind.name, recording::schema::kPopulationsKind},
+                                     {"model_file", request.model_path}});
       for (auto& kv : software_provenance(request.git_commit)) meta.push_back(std::move(kv));
       file.emplace(request.record_path, layout, meta, request.overwrite);
     }

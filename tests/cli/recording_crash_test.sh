@@ -125,7 +125,7 @@ PY
       fail "$what: after h5clear -s --increment=0, a plain open does not hold the $k committed samples"
   fi
   if ((round % 2)); then
-    "$snnsim" recover "$tmp/k.h5" >"$tmp/rec.out" 2>&1 && grep -q "recovered '.*': $k committed samples" "$tmp/rec.out" &&
+    "$snnsim" recover "$tmp/k.h5" >"$tmp/rec.out" 2>&1 && grep -Eq "recovered '.*': $k committed samples? " "$tmp/rec.out" &&
       ok || fail "$what: recover: $(cat "$tmp/rec.out")"
     "$python" "$compare" prefix "$tmp/ref.h5" "$tmp/k.h5" >/dev/null 2>"$tmp/cmp.err" && ok ||
       fail "$what: the recovered file differs: $(tail -1 "$tmp/cmp.err")"

@@ -178,6 +178,17 @@ for k in ("resume_start_time", "resume_threads", "resume_host"):
 assert int(b["resumed_at_sample"]) >= 2 and float(b["wall_time_s"]) > 0, dict(b)
 PY
 done
+# Killed before its first trial was committed: recover keeps 0 trials and
+# says how simulate (not run) continues it; analyze words it as no trials.
+rm -f "$tmp/z.h5" "$tmp/z.h5.partial"
+res=$("$python" "$pydir/signal_run.py" "$tmp/z.h5.partial" 0 KILL 0 0 "$tmp/z" -- \
+  "$snnsim" simulate "$small" --duration 3000 --trials 1 --threads 1 --record "$tmp/z.h5") || fail "SIGKILL at 0: $res"
+"$snnsim" recover "$tmp/z.h5" >"$tmp/z.out" 2>&1 &&
+  grep -qF "recovered '$tmp/z.h5': 0 committed trials (the file's status was 'running'); continue the run with: snnsim simulate $small --record $tmp/z.h5 --resume (with the flags it was started with)" "$tmp/z.out" &&
+  ok || fail "recover of a population run killed before its first trial: $(cat "$tmp/z.out")"
+"$snnsim" analyze "$tmp/z.h5" >"$tmp/z.an" 2>&1 && grep -q "^recording $tmp/z.h5: 0 trials, " "$tmp/z.an" &&
+  grep -q "; Fano n/a (no trials); " "$tmp/z.an" && grep -q "^  PSTH n/a (no trials)$" "$tmp/z.an" && ok ||
+  fail "analyze of a recording of no trials: $(head -4 "$tmp/z.an")"
 expect_error "--resume without --record" "--resume continues a recording: name it with --record" simulate "$small" --resume
 expect_error "--duration nan" "--duration: expected a number > 0, got 'nan'" simulate "$small" --duration nan
 # 10^9 neurons of 20 inputs each: refused before anything is drawn.

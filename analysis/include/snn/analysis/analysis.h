@@ -73,6 +73,9 @@ struct RecordingStats {
   double dt_ms = 1;
   double synchrony_bin_ms = 1;                 ///< the bin width synchrony was measured on (dt by default)
   int64_t classes = 0;
+  /// A population model's recording (snnsim simulate; /meta's `kind`): its
+  /// samples are trials, its populations no layers, nothing classified.
+  bool trials = false;
   std::vector<PopulationStats> populations;    ///< in name order
   double accuracy = 0;                         ///< predicted == label
   std::vector<double> accuracy_by_step;        ///< [T] (empty when the file lacks prediction_by_step)

@@ -24,6 +24,9 @@ struct RecordingInfo {
   double dt_ms = 0;            ///< duration of a step, ms
   int64_t classes = 0;         ///< width of /samples/output_counts
   int64_t correct = 0;         ///< committed samples whose prediction equals their label
+  /// True for a population model's recording (snnsim simulate; /meta's
+  /// `kind`): its samples are trials, its populations no layers.
+  bool trials = false;
 
   /// A population whose spikes are recorded.
   struct Population {

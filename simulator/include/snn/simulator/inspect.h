@@ -34,4 +34,11 @@ FileDescription describe_sweep_manifest(const std::string& path);
 /// whether snnsim simulates it yet.
 FileDescription describe_nir(const std::string& path);
 
+/// The command that continues the run of the recording at `path` (the
+/// finished name, or its .partial): `snnsim run --resume FILE` for a
+/// network's samples, `snnsim simulate MODEL --record FILE --resume (with
+/// the flags it was started with)` for a population model's trials. Throws
+/// snn::Error as describe_recording.
+std::string resume_command(const std::string& path);
+
 }  // namespace snn

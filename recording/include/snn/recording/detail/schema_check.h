@@ -24,6 +24,10 @@ hid_t memory_type(Type t);
 std::string describe_extent(const Extent& e);
 
 /// What a checked recording holds.
+/// The value of /meta's `kind` in a recording of snnsim simulate: its
+/// samples are trials of a population model, its populations no layers.
+inline constexpr const char* kPopulationsKind = "populations";
+
 struct Contents {
   struct Population {
     std::string name;
@@ -41,6 +45,9 @@ struct Contents {
   int64_t steps = 0;    ///< T
   double dt_ms = 0;
   int64_t classes = 0;
+  /// /meta's `kind`: kPopulationsKind for a population model's trials
+  /// (snnsim simulate), empty for a network's samples (snnsim run).
+  std::string kind;
   int64_t layers = 0;  ///< width of layer_spikes; 0 = no such dataset
   bool prediction_by_step = false;
   std::vector<Population> populations;  ///< name order
