@@ -308,7 +308,8 @@ void analyze_population(hid_t f, const schema::Contents::Population& pop, const 
       const size_t from = static_cast<size_t>(pos - buf_first), n = static_cast<size_t>(stop - pos);
       step.resize(n);
       for (size_t e = 0; e < n; ++e) {
-        step[e] = step_of(time[from + e], sample, c.steps, c.dt_ms, where + ", population '" + name + "'");
+        step[e] = step_of(time[from + e], c.first_sample + sample, c.steps, c.dt_ms,
+                          where + ", population '" + name + "'");
       }
       pass.add_events(step.data(), node.data() + from, static_cast<int64_t>(n));
       pos = stop;
@@ -362,7 +363,7 @@ SpikeTrains read_spikes(const std::string& path, const std::string& population, 
   const std::string what = where + ", population '" + population + "'";
   for (int64_t s = 0; s < count; ++s) {
     for (uint64_t e = p[s] - p.front(); e < p[s + 1] - p.front(); ++e) {
-      step_of(out.t_ms[e], first + s, c.steps, c.dt_ms, what);
+      step_of(out.t_ms[e], c.first_sample + first + s, c.steps, c.dt_ms, what);
       if (!std::binary_search(pop->recorded.begin(), pop->recorded.end(), static_cast<int64_t>(std::min<uint64_t>(raw[e], INT64_MAX)))) {
         throw Error(where + ": /" + schema::at(schema::node_ids, population) + " holds node id " +
                     std::to_string(raw[e]) + ", not a recorded neuron of the population (n_nodes " +
@@ -371,7 +372,9 @@ SpikeTrains read_spikes(const std::string& path, const std::string& population, 
     }
   }
   out.node_ids.assign(raw.begin(), raw.end());
-  for (int64_t s = first; s <= first + count; ++s) out.sample_start_ms.push_back(static_cast<double>(s * c.steps) * c.dt_ms);
+  for (int64_t s = first; s <= first + count; ++s) {
+    out.sample_start_ms.push_back(static_cast<double>((c.first_sample + s) * c.steps) * c.dt_ms);
+  }
   Handle label = open_dataset(f.get(), schema::label.path, where);
   Handle predicted = open_dataset(f.get(), schema::predicted.path, where);
   hdf5::read_rows(label.get(), H5T_NATIVE_INT64, static_cast<hsize_t>(first), static_cast<hsize_t>(count), 1, out.labels, where);

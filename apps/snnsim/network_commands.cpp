@@ -536,9 +536,11 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     return world ? recording::part_path(file, world->rank(), world->size()) : file;
   };
   // A part that was finished before the run stopped is not resumed: its
-  // share is simulated again, unrecorded, for the run's totals.
+  // share is simulated again, unrecorded, for the run's totals. (A part
+  // that `snnsim recover` made a normal file is not finished: it resumes.)
   const bool part_done = world && resuming && !file_exists(part_of(f.resume) + ".partial") &&
-                         file_exists(part_of(f.resume));
+                         file_exists(part_of(f.resume)) &&
+                         recording::read_recording_info(part_of(f.resume)).status == "complete";
   const auto has = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
   RunOptions o;
   if (resuming) {

@@ -232,12 +232,13 @@ void write_merged_recording(const std::string& path, const std::vector<std::stri
     const sc::Contents& c = parts[0].c;
     group_of(o, sc::spikes.path, f0);
     for (const auto& p : c.populations) group_of(o, sc::at(sc::spike_population, p.name), f0);
-    if (!c.reports.empty()) {
-      group_of(o, sc::report.path, f0);
-      for (const auto& r : c.reports) {
-        group_of(o, sc::at(sc::report_population, r.name), f0);
-        group_of(o, sc::at(sc::report_mapping, r.name), f0);
-      }
+    // /report too where nothing was recorded there: the format requires the
+    // group (a run without --record-v has it empty), and without it the
+    // merged file was refused by every reader.
+    group_of(o, sc::report.path, f0);
+    for (const auto& r : c.reports) {
+      group_of(o, sc::at(sc::report_population, r.name), f0);
+      group_of(o, sc::at(sc::report_mapping, r.name), f0);
     }
     group_of(o, sc::samples.path, f0);
     group_of(o, sc::spike_ptrs.path, f0);

@@ -359,8 +359,8 @@ namespace detail {
 
 int64_t first_sample_of(hid_t file, const std::string& where) {
   Handle g(H5Gopen2(file, sc::meta.path, H5P_DEFAULT), H5Gclose);
-  if (!g.ok() || H5Aexists(g.get(), kFirstSampleAttribute) <= 0) return 0;
-  return hdf5::read_int_attribute(g.get(), kFirstSampleAttribute, where);
+  if (!g.ok() || H5Aexists(g.get(), sc::attr_first_sample.name) <= 0) return 0;
+  return hdf5::read_int_attribute(g.get(), sc::attr_first_sample.name, where);
 }
 
 Handle status_type() {
@@ -461,7 +461,7 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
     for (const auto& [k, v] : meta) hdf5::write_string_attribute(g.get(), k.c_str(), v);
     hdf5::write_int_attribute(g.get(), sc::attr_steps_per_sample.name, L.steps);
     hdf5::write_double_attribute(g.get(), sc::attr_dt_ms.name, L.dt_ms);
-    if (L.first_sample > 0) hdf5::write_int_attribute(g.get(), detail::kFirstSampleAttribute, L.first_sample);
+    if (L.first_sample > 0) hdf5::write_int_attribute(g.get(), sc::attr_first_sample.name, L.first_sample);
     Handle scalar(H5Screate(H5S_SCALAR), H5Sclose);
     s_->counter = Handle(H5Dcreate2(f, sc::samples_committed.path, sc::file_type(sc::samples_committed.type),
                                     scalar.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),

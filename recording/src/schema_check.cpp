@@ -387,6 +387,9 @@ Contents check(hid_t f, const std::string& where, Rows rows) {
     check_attribute(m.get(), attr_resumed_at_sample, what);
     check_attribute(m.get(), attr_recovered_from_status, what);
     check_attribute(m.get(), attr_kind, what);
+    if (H5Aexists(m.get(), attr_first_sample.name) > 0) {
+      c.first_sample = int_attribute(m.get(), attr_first_sample, what, 0, int64_t{1} << 48);
+    }
     if (H5Aexists(m.get(), attr_kind.name) > 0) {
       c.kind = hdf5::read_string_attribute(m.get(), attr_kind.name, what);
       if (c.kind != kPopulationsKind) {

@@ -187,6 +187,18 @@ std::string finished_name(const recording::RecordingInfo& r) {
 // How a recording's run continues: a population model's trials by
 // simulate, a network's samples by run.
 std::string resume_command(const recording::RecordingInfo& r) {
+  // A rank's part of a run over several processes (FILE.rankR-of-N.h5)
+  // continues with the whole run, on as many ranks.
+  const std::string rank = r.meta_value("rank"), world = r.meta_value("world_size");
+  if (!r.trials && !rank.empty() && !world.empty()) {
+    std::string run = finished_name(r);
+    const std::string tail = ".rank" + rank + "-of-" + world + ".h5";
+    if (run.size() > tail.size() && run.compare(run.size() - tail.size(), tail.size(), tail) == 0) {
+      run = run.substr(0, run.size() - tail.size()) + ".h5";
+    }
+    return "snnsim run --resume " + run + " on each of its " + world + " ranks (this file is rank " + rank +
+           "'s part)";
+  }
   if (!r.trials) return "snnsim run --resume " + finished_name(r);
   const std::string model = r.meta_value("model_file").empty() ? std::string("MODEL") : r.meta_value("model_file");
   return "snnsim simulate " + model + " --record " + finished_name(r) + " --resume (with the flags it was started with)";

@@ -152,16 +152,41 @@ wait "$zero" && fail "long: rank 0 ended well after rank 1 was killed"
   fail "killed rank: rank 0 said: $(cat "$tmp/kill.err")"
 ((SECONDS - start < 100)) && ok || fail "killed rank: rank 0 took $((SECONDS - start)) s to end"
 [[ -e "$tmp/long2.rank1-of-2.h5.partial" ]] && ok || fail "long: rank 1 left no unfinished part: $(ls "$tmp")"
-port="$(free_port)"
-for r in 0 1; do
-  ( "$snnsim" run --resume "$tmp/long2.h5" --threads 1 --world-size 2 --rank $r --master "127.0.0.1:$port" \
-      --dist-timeout 60 >/dev/null 2>"$tmp/resume.$r.err"; echo $? >"$tmp/resume.$r.rc" ) &
-done
-wait
-for r in 0 1; do
-  [[ $(cat "$tmp/resume.$r.rc") == 0 ]] || fail "long: resume rank $r: $(cat "$tmp/resume.$r.err")"
-done
-same_recording "$tmp/long1.h5" "$tmp/long2.h5" >"$tmp/same" && ok || fail "long, resumed: $(cat "$tmp/same")"
+# The unfinished part names the run that continues it, not itself.
+"$snnsim" inspect "$tmp/long2.rank1-of-2.h5.partial" 2>&1 |
+  grep -qF "continue it with: snnsim run --resume $tmp/long2.h5 on each of its 2 ranks (this file is rank 1's part)" &&
+  ok || fail "inspect of a killed rank's part: $("$snnsim" inspect "$tmp/long2.rank1-of-2.h5.partial" 2>&1)"
+mkdir "$tmp/killed" && cp "$tmp"/long2.rank* "$tmp/killed/"
+# resume_both: --resume on 2 ranks; the merged file must equal one process's.
+resume_both() {
+  local what="$1" port
+  port="$(free_port)"
+  for r in 0 1; do
+    ( "$snnsim" run --resume "$tmp/long2.h5" --threads 1 --world-size 2 --rank $r --master "127.0.0.1:$port" \
+        --dist-timeout 60 >/dev/null 2>"$tmp/resume.$r.err"; echo $? >"$tmp/resume.$r.rc" ) &
+  done
+  wait
+  for r in 0 1; do
+    [[ $(cat "$tmp/resume.$r.rc") == 0 ]] || fail "long, $what: resume rank $r: $(cat "$tmp/resume.$r.err")"
+  done
+  same_recording "$tmp/long1.h5" "$tmp/long2.h5" >"$tmp/same" && ok || fail "long, $what: $(cat "$tmp/same")"
+}
+resume_both "resumed"
+# The same after `snnsim recover` made the killed part a normal file: it is
+# resumed, not taken for a finished part (the merge used to refuse it).
+rm -f "$tmp"/long2*
+cp "$tmp"/killed/* "$tmp/"
+"$snnsim" recover "$tmp/long2.rank1-of-2.h5" 2>&1 | grep -qF "continue the run with: snnsim run --resume $tmp/long2.h5 on each of its 2 ranks" &&
+  ok || fail "recover of a killed rank's part names the wrong command"
+resume_both "recovered, then resumed"
+# Recorded without --record-v: the merged file has the format's (empty)
+# /report group, and analyze reads it as the one-process file (it refused
+# it). A later rank's part, whose time axis starts at its first sample,
+# analyzes too (its spikes were taken to lie outside their samples).
+"$snnsim" analyze "$tmp/long1.h5" | tail -n +2 >"$tmp/an1" && "$snnsim" analyze "$tmp/long2.h5" | tail -n +2 >"$tmp/an2" &&
+  cmp -s "$tmp/an1" "$tmp/an2" && ok || fail "analyze of a merged recording without potentials: $(diff "$tmp/an1" "$tmp/an2" | head -5)"
+"$snnsim" analyze "$tmp/long2.rank1-of-2.h5" >"$tmp/an.part" 2>&1 && grep -q "^population output (layer 2, 10 neurons recorded): [1-9]" "$tmp/an.part" &&
+  ok || fail "analyze of rank 1's part: $(head -3 "$tmp/an.part")"
 
 # Settings that differ: every rank names the first difference.
 port="$(free_port)"

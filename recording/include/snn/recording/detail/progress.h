@@ -11,9 +11,6 @@
 
 namespace snn::recording::detail {
 
-/// /meta's attribute with RecordingLayout::first_sample (absent when 0).
-inline constexpr const char* kFirstSampleAttribute = "first_sample";
-
 /// The first sample of the recording open as `file`: 0 where /meta has no
 /// first_sample. `where` names the file in errors.
 int64_t first_sample_of(hid_t file, const std::string& where);

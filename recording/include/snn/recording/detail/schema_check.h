@@ -48,6 +48,10 @@ struct Contents {
   /// /meta's `kind`: kPopulationsKind for a population model's trials
   /// (snnsim simulate), empty for a network's samples (snnsim run).
   std::string kind;
+  /// /meta's `first_sample`: a rank's part of a run over several processes
+  /// starts its time axis there (sample s covers steps (first_sample + s) T
+  /// on); 0 otherwise.
+  int64_t first_sample = 0;
   int64_t layers = 0;  ///< width of layer_spikes; 0 = no such dataset
   bool prediction_by_step = false;
   std::vector<Population> populations;  ///< name order
