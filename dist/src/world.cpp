@@ -199,7 +199,7 @@ struct World::State {
         if (stop_watch.load()) return;
         end_for_peer(fmt::format("lost the run's store at {} ({}): {} ended without a word (killed?)", where,
                                  c10_message(e), o.agent_store ? "torchrun's agent" : "rank 0"),
-                     1);
+                     2);
         return;
       }
     }

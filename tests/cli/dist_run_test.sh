@@ -179,6 +179,24 @@ cp "$tmp"/killed/* "$tmp/"
 "$snnsim" recover "$tmp/long2.rank1-of-2.h5" 2>&1 | grep -qF "continue the run with: snnsim run --resume $tmp/long2.h5 on each of its 2 ranks" &&
   ok || fail "recover of a killed rank's part names the wrong command"
 resume_both "recovered, then resumed"
+# Rank 0, the store's host, killed: the other rank ends at once with one
+# line and exit 2 (it was 1).
+port="$(free_port)"
+"$snnsim" run "${long[@]}" --output "$tmp/long3.h5" --world-size 2 --rank 0 --master "127.0.0.1:$port" \
+  --dist-timeout 120 >/dev/null 2>&1 &
+zero=$!
+"$snnsim" run "${long[@]}" --output "$tmp/long3.h5" --world-size 2 --rank 1 --master "127.0.0.1:$port" \
+  --dist-timeout 120 >/dev/null 2>"$tmp/kill0.err" &
+one=$!
+pids+=($zero $one)
+for _ in $(seq 1 600); do [[ -e "$tmp/long3.rank1-of-2.h5.partial" ]] && break; sleep 0.1; done
+sleep 0.5
+kill -9 "$zero"
+start=$SECONDS
+wait "$one"
+rc=$?
+[[ $rc -eq 2 && $(wc -l <"$tmp/kill0.err") -eq 1 ]] && grep -q "lost the run's store at 127.0.0.1:$port (.*): rank 0 ended without a word (killed?)" "$tmp/kill0.err" &&
+  ((SECONDS - start < 30)) && ok || fail "rank 0 killed: rank 1 exit $rc after $((SECONDS - start)) s: $(cat "$tmp/kill0.err")"
 # Recorded without --record-v: the merged file has the format's (empty)
 # /report group, and analyze reads it as the one-process file (it refused
 # it). A later rank's part, whose time axis starts at its first sample,
