@@ -1,6 +1,7 @@
 #include "snn/recording/recording_file.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -431,6 +432,15 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   // recover to trip over, only this name, which the next run overwrites.
   const std::string partial = partial_path();
   const std::string creating = partial + ".creating";
+  // Whatever fails before the rename (a full disk, most often) takes the
+  // half-made file with it; HDF5 closes it when s_ goes.
+  struct RemoveOnFailure {
+    const std::string& name;
+    bool armed = true;
+    ~RemoveOnFailure() {
+      if (armed) ::unlink(name.c_str());
+    }
+  } remove_on_failure{creating};
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   // SWMR needs the latest file format.
   check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "recording: HDF5 lacks SWMR");
@@ -549,6 +559,7 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   if (std::rename(creating.c_str(), partial.c_str()) != 0) {
     throw Error("recording: cannot rename '" + creating + "' to '" + partial + "': " + std::strerror(errno));
   }
+  remove_on_failure.armed = false;
 }
 
 RecordingFile::RecordingFile() = default;

@@ -138,7 +138,10 @@ void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t
     if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
     H5Fclose(file);
     ::unlink(tmp.c_str());
-    throw Error("cannot write checkpoint '" + path + "': " + why + (err ? std::string(": ") + std::strerror(err) : ""));
+    // (hdf5::check names an I/O cause itself.)
+    const std::string cause = err ? std::string(": ") + std::strerror(err) : "";
+    const bool named = why.size() >= cause.size() && why.compare(why.size() - cause.size(), cause.size(), cause) == 0;
+    throw Error("cannot write checkpoint '" + path + "': " + why + (named ? "" : cause));
   };
   try {
     errno = 0;

@@ -6,6 +6,8 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,8 +59,24 @@ struct QuietHdf5 {
   QuietHdf5() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
 };
 
+// Why a failed HDF5 call that wrote to disk failed, where the system said
+// so (HDF5's own messages are off): ": No space left on device" and the
+// like; "" for anything else.
+inline std::string io_cause(int err) {
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case EIO:
+    case EROFS:
+      return std::string(": ") + std::strerror(err);
+    default:
+      return "";
+  }
+}
+
 inline void check(herr_t status, const std::string& what) {
-  if (status < 0) throw Error(what);
+  if (status < 0) throw Error(what + io_cause(errno));
 }
 
 // Attributes are written anew: an existing one of the same name is replaced.
