@@ -939,6 +939,9 @@ Run add_run_command(CLI::App& app) {
   return [cmd, f] {
     if (!cmd->parsed()) return;
     f->config = config_argument(cmd);
+    // Resumed by its unfinished name (run.h5.partial), a recording is still
+    // run.h5: its parts, messages and merged file go by that name.
+    f->resume = recording::RecordingFile::final_path(f->resume);
     run_run(*f, given_options(cmd));
   };
 }

@@ -14,6 +14,7 @@
 #include "snn/analysis/analysis.h"
 #include "snn/core/atomic_file.h"
 #include "snn/core/error.h"
+#include "snn/recording/recording_file.h"
 #include "snn/simulator/population_run.h"
 #include "snn/simulator/run_options.h"
 
@@ -197,6 +198,7 @@ Run add_simulate_command(CLI::App& app) {
   return [cmd, flags] {
     if (!cmd->parsed()) return;
     flags->config = config_argument(cmd);
+    if (flags->resume) flags->record = recording::RecordingFile::final_path(flags->record);  // as run's
     run_simulate(*flags);
   };
 }

@@ -223,13 +223,6 @@ torch::Tensor read_int64(hid_t ds, const std::string& where) {
   return t;
 }
 
-std::string strip_partial(const std::string& path) {
-  const std::string suffix = ".partial";
-  if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    return path.substr(0, path.size() - suffix.size());
-  }
-  return path;
-}
 
 // Opens a checked recording for repair or resumption. A killed SWMR writer
 // leaves the superblock marked "open for writing", which HDF5 refuses;
@@ -562,6 +555,14 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   remove_on_failure.armed = false;
 }
 
+std::string RecordingFile::final_path(const std::string& path) {
+  const std::string suffix = ".partial";
+  if (path.size() > suffix.size() && path.compare(path.size() - suffix.size(), suffix.size(), suffix) == 0) {
+    return path.substr(0, path.size() - suffix.size());
+  }
+  return path;
+}
+
 RecordingFile::RecordingFile() = default;
 RecordingFile::RecordingFile(RecordingFile&&) noexcept = default;
 RecordingFile& RecordingFile::operator=(RecordingFile&&) noexcept = default;
@@ -570,7 +571,7 @@ RecordingFile RecordingFile::resume(std::string path, RecordingLayout layout,
                                     const std::vector<std::pair<std::string, std::string>>& must_match) {
   hdf5::QuietHdf5 quiet;
   validate(layout);
-  const std::string final_path = strip_partial(path);
+  const std::string final_path = RecordingFile::final_path(path);
   const std::string partial = final_path + ".partial";
   // The file to continue: the unfinished one, or a recovered normal file.
   const bool recovered = !exists(partial);
@@ -666,7 +667,7 @@ std::string RecordingFile::meta_attribute(const std::string& key) const {
 
 std::string read_meta_attribute(const std::string& path, const std::string& key) {
   hdf5::QuietHdf5 quiet;
-  const std::string final_path = strip_partial(path);
+  const std::string final_path = RecordingFile::final_path(path);
   const std::string file = exists(final_path + ".partial") ? final_path + ".partial" : final_path;
   if (!exists(file)) throw Error("no recording '" + final_path + "' (nor '" + final_path + ".partial')");
   Handle f = open_read_only(file);
@@ -679,7 +680,7 @@ std::string read_meta_attribute(const std::string& path, const std::string& key)
 Recovered recover(const std::string& path, bool overwrite) {
   hdf5::QuietHdf5 quiet;
   Recovered r;
-  r.path = strip_partial(path);
+  r.path = RecordingFile::final_path(path);
   const std::string partial = r.path + ".partial";
   if (!exists(partial)) {
     if (!exists(r.path)) throw Error("no recording '" + partial + "' to recover");

@@ -123,6 +123,10 @@ class RecordingFile {
   static RecordingFile resume(std::string path, RecordingLayout layout,
                               const std::vector<std::pair<std::string, std::string>>& must_match = {});
 
+  /// The name a recording has once finished: `path` without a trailing
+  /// ".partial" (what resume() and recover() accept either way).
+  static std::string final_path(const std::string& path);
+
   /// Appends the samples' rows, spikes and traces (not yet committed).
   void append(const SampleBatch& batch);
   /// Makes every appended sample visible: writes the committed-samples
