@@ -261,6 +261,49 @@ struct TrialRecord {
   std::vector<std::vector<int32_t>> step, neuron;  // per recorded population
   std::vector<int64_t> count;                      // per population
   int64_t spikes = 0, events = 0;
+  int64_t alone_steps = 0;  // of a trial shared by a team: steps one thread ran alone
+};
+
+// How a team of threads sharing one trial runs its next block of steps:
+// together (two barriers a step) or one thread alone (one barrier a
+// block). The team runs the first two blocks (the first, slower while
+// caches and pages warm up, is not compared), one thread the third, and
+// the faster of the last two goes on; the other is tried again every
+// `interval` blocks (16, doubling up to 1024 while it keeps losing), since
+// the load from other programs changes. Called by one thread between blocks.
+class BlockPace {
+ public:
+  static constexpr int64_t kSteps = 256;  // steps per block (25 ms at dt = 0.1 ms)
+  int64_t alone_steps = 0;
+
+  bool alone() const { return alone_; }
+  // After a block of `steps` steps.
+  void next(int64_t steps) {
+    const auto now = std::chrono::steady_clock::now();
+    const double per_step = std::chrono::duration<double>(now - start_).count() / static_cast<double>(steps);
+    start_ = now;
+    if (alone_) alone_steps += steps;
+    if (block_ == probe_at_) {  // this block tried the other way
+      if (per_step < best_per_step_) {
+        best_alone_ = alone_;
+        best_per_step_ = per_step;
+        interval_ = 16;
+      } else {
+        interval_ = std::min<int64_t>(2 * interval_, 1024);
+      }
+      probe_at_ = block_ + interval_;
+    } else {
+      best_per_step_ = per_step;
+    }
+    ++block_;
+    alone_ = block_ == probe_at_ ? !best_alone_ : best_alone_;
+  }
+
+ private:
+  bool alone_ = false, best_alone_ = false;
+  int64_t block_ = 0, probe_at_ = 2, interval_ = 16;
+  double best_per_step_ = 0;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
 // The state of one trial and the three phases of a step, each over a range
@@ -547,27 +590,49 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
       // One parallel region for the whole run (a fork per step would cost
       // more than a small network's step): thread c owns neurons [lo, hi)
       // for the update and as targets for the delivery, so only the merge
-      // of the step's spikes needs the others.
+      // of the step's spikes needs the others. Two barriers a step: where
+      // another program holds a core, each can wait for a descheduled
+      // thread's time slice (25-120x slower, measured), so the steps go in
+      // blocks, some run by one thread alone (one barrier a block) to see
+      // which is faster now (BlockPace). Either way, the same spikes.
       bool stop = false;  // decided by one thread, read by all after the same barrier
+      BlockPace pace;
 #pragma omp parallel num_threads(static_cast<int>(team))
       {
         const int64_t c = omp_get_thread_num();
         const int64_t lo = N * c / team, hi = N * (c + 1) / team;
-        for (int64_t t = 0; t < T; ++t) {
-          part[c].clear();
-          trial.update(t, lo, hi, part[c], traces, T);
+        for (int64_t t0 = 0; t0 < T && !stop; t0 += BlockPace::kSteps) {
+          const int64_t t1 = std::min(T, t0 + BlockPace::kSteps);
+          if (pace.alone()) {
+#pragma omp single
+            for (int64_t t = t0; t < t1 && !stop; ++t) {
+              fired.clear();
+              trial.update(t, 0, N, fired, traces, T);
+              record_step(t);
+              if (!fired.empty()) part_events[0] += trial.deliver(t, fired, 0, N);
+              stop = poll(t + 1);
+            }  // implicit barrier: every thread sees stop
+          } else {
+            for (int64_t t = t0; t < t1; ++t) {
+              part[c].clear();
+              trial.update(t, lo, hi, part[c], traces, T);
 #pragma omp barrier
 #pragma omp single
-          {
-            fired.clear();
-            for (const auto& p : part) fired.insert(fired.end(), p.begin(), p.end());
-            record_step(t);
-            stop = poll(t + 1);
-          }  // implicit barrier: every thread sees the merged spikes (and stop)
-          if (!fired.empty()) part_events[c] += trial.deliver(t, fired, lo, hi);
-          if (stop) break;
+              {
+                fired.clear();
+                for (const auto& p : part) fired.insert(fired.end(), p.begin(), p.end());
+                record_step(t);
+                stop = poll(t + 1);
+              }  // implicit barrier: every thread sees the merged spikes (and stop)
+              if (!fired.empty()) part_events[c] += trial.deliver(t, fired, lo, hi);
+              if (stop) break;
+            }
+          }
+#pragma omp single
+          pace.next(t1 - t0);  // implicit barrier: every thread sees the next block's mode
         }
       }
+      rec.alone_steps = pace.alone_steps;
     }
     for (int64_t e : part_events) rec.events += e;
   };
@@ -601,6 +666,7 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
     result.trial_population_spikes.insert(result.trial_population_spikes.end(), r.count.begin(), r.count.end());
     result.spike_count += r.spikes;
     result.synaptic_events += r.events;
+    result.alone_steps += r.alone_steps;
   }
   return result;
 }
@@ -629,6 +695,7 @@ void append_trials(PopulationRunResult& into, const PopulationRunResult& more) {
   into.trials += more.trials;
   into.spike_count += more.spike_count;
   into.synaptic_events += more.synaptic_events;
+  into.alone_steps += more.alone_steps;
   into.seconds += more.seconds;
 }
 

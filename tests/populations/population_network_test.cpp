@@ -113,6 +113,10 @@ TEST(PopulationNetwork, TrialsAreIndependentOfThreadsAndOfEachOther) {
     EXPECT_EQ(single_shared.spikes[p].step, single_serial.spikes[p].step);
     EXPECT_EQ(single_shared.spikes[p].neuron, single_serial.spikes[p].neuron);
     EXPECT_GT(single_serial.spikes[p].size(), 100) << "the case tests little";
+    // Its first two blocks of steps ran shared, its third alone (the
+    // pace's probe): both ways in one trial, the spikes as one thread's.
+    EXPECT_GE(single_shared.alone_steps, 256);
+    EXPECT_LE(single_shared.alone_steps, 1000 - 2 * 256);
     // Trial 0 of three is the single trial; trials 1 and 2 differ from it.
     const auto first = trial_spikes(one.spikes[p], 0);
     EXPECT_EQ(first, trial_spikes(single_serial.spikes[p], 0));

@@ -141,6 +141,9 @@ struct PopulationRunResult {
   int64_t spike_count = 0;   ///< every spike of every population and trial
   int64_t synaptic_events = 0;  ///< synapses a spike went through, all trials
   double seconds = 0;        ///< wall time of the simulation loop
+  /// Where threads shared a trial: steps one of them ran alone, because
+  /// that was faster then (another program on the cores; same results).
+  int64_t alone_steps = 0;
 };
 
 /// `ms` as a whole number of steps of `dt` (ms), at least 0; throws
