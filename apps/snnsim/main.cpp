@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return fail(2, snn::app::describe_parse_error(app, e, std::vector<std::string>(argv + 1, argv + argc)));
   }
+  snn::app::end_on_stop_signals();
   try {
     for (const auto& run : runs) {
       if (run) run();

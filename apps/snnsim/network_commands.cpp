@@ -318,6 +318,17 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
                                    : "")
               << (world ? cores + "\n" : "") << std::flush;
   }
+  // Where a training stopped by a signal can continue from.
+  const auto continue_from = [&](const std::string& checkpoint, int64_t epoch) {
+    set_interrupt_note(fmt::format(" in epoch {} of {}; '{}' holds epoch {}: continue with snnsim train --resume {} "
+                                   "--epochs {}",
+                                   epoch + 1, f.epochs, checkpoint, epoch, checkpoint, f.epochs));
+  };
+  if (resumed.epoch > 0) {
+    continue_from(f.resume, resumed.epoch);
+  } else {
+    set_interrupt_note(" in epoch 1, before any checkpoint was written");
+  }
   for (int64_t e = resumed.epoch; e < f.epochs; ++e) {
     Progress progress(fmt::format("epoch {}/{}", e + 1, f.epochs));
     const EpochStats s = trainer.train_epoch(data.train, e, [&](int64_t d, int64_t t, double l) {
@@ -346,6 +357,7 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
       }
     }
     save_checkpoint(out_path, net, e + 1, &trainer, {kGitCommit, test.accuracy});
+    continue_from(out_path, e + 1);
   }
   if (world) world->finish();
   if (speaks) std::cout << "checkpoint: " << out_path << "\n";
@@ -443,6 +455,23 @@ RunOptions resumed_options(const std::string& recording, const std::vector<std::
 // kills at once (SA_RESETHAND restores the default action).
 std::atomic<int> g_stop_signal{0};
 extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+// SIGINT and SIGTERM where no command catches them (training, a run without
+// a recording, an analysis): one line, then the shell's 128 + signal, not a
+// silent death. Only async-signal-safe calls: the lines are built outside
+// the handler, which reads them through atomic pointers.
+std::atomic<const char*> g_interrupt_lines[2] = {nullptr, nullptr};  // SIGINT, SIGTERM
+
+extern "C" void on_unhandled_stop(int sig) {
+  const char* line = g_interrupt_lines[sig == SIGINT ? 0 : 1].load();
+  if (line != nullptr) {
+    size_t n = 0;
+    while (line[n] != '\0') ++n;
+    const ssize_t written = ::write(STDERR_FILENO, line, n);
+    (void)written;
+  }
+  ::_exit(128 + sig);
+}
 
 void catch_stop_signals() {
   struct sigaction sa {};
@@ -814,6 +843,33 @@ FileArgument config_argument(const CLI::App* cmd) {
 int stop_signal() { return g_stop_signal.load(); }
 
 void watch_stop_signals() { catch_stop_signals(); }
+
+void end_on_stop_signals() {
+  set_interrupt_note("");
+  for (int sig : {SIGINT, SIGTERM}) {
+    // A signal the program was started ignoring (nohup) stays ignored.
+    struct sigaction old {};
+    ::sigaction(sig, nullptr, &old);
+    if (old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = on_unhandled_stop;
+    sigemptyset(&sa.sa_mask);
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+void set_interrupt_note(const std::string& note) {
+  // Built in the slot the handler does not point at, then published: a
+  // signal during the call prints the old line or the new, never a half.
+  static std::string slots[2][2];
+  static int next = 0;
+  std::string* lines = slots[next];
+  next = 1 - next;
+  lines[0] = "snnsim: error: interrupted by SIGINT" + note + "\n";
+  lines[1] = "snnsim: error: stopped by SIGTERM" + note + "\n";
+  g_interrupt_lines[0].store(lines[0].c_str());
+  g_interrupt_lines[1].store(lines[1].c_str());
+}
 
 bool stop_requested() { return g_stop_signal.load() != 0; }
 
