@@ -171,7 +171,7 @@ Run add_simulate_command(CLI::App& app) {
   cmd->add_flag("--overwrite", flags->overwrite, "Replace an existing recording");
   cmd->add_flag("--resume", flags->resume,
                 "Continue the unfinished --record file of a killed or interrupted run with the same model and "
-                "settings: its committed trials are kept, the rest simulated");
+                "settings (--trials may grow): its committed trials are kept, the rest simulated");
   cmd->add_option("--set", flags->set,
                   "NAME=VALUE: replace a value of the model's [parameters] (repeatable; VALUE may have a unit or be an "
                   "expression, e.g. --set g=4 --set \"J=0.2 mV\")");
