@@ -1,6 +1,7 @@
 #include "snn/simulator/graph_model.h"
 
 #include <torch/nn/functional/pooling.h>
+#include <fmt/format.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <set>
 
 #include "snn/core/error.h"
+#include "snn/core/memory_limit.h"
 #include "snn/core/temporal.h"
 #include "snn/encoders/encoders.h"
 #include "snn/neurons/batch_norm.h"
@@ -656,6 +658,18 @@ GraphModel::GraphModel(const Graph& graph, uint64_t seed) : graph_(graph), shape
         const int64_t out = shapes_.output.at(n.name)[0] / groups;
         const int64_t fan_in = n.kind == NodeKind::kConv2d ? in[0] / groups * n.kernel_size[0] * n.kernel_size[1] : in[0];
         const bool bias = n.kind != NodeKind::kLinear;
+        // Refused by name before the allocator fails with a size alone.
+        const double weight_bytes = static_cast<double>(fan_in) * static_cast<double>(out) *
+                                    static_cast<double>(groups) * static_cast<double>(sizeof(float));
+        const MemoryLimit limit = memory_limit();
+        if (limit.bytes > 0 && weight_bytes > 0.8 * limit.bytes) {
+          throw Error(fmt::format("graph: node '{}' ({}): its {} x {} weights{} need {:.3g} GiB as float32, more than "
+                                  "80% of {} {:.1f} GiB: give it fewer features or inputs",
+                                  n.name, graph::to_string(n.kind), out * groups, fan_in,
+                                  groups > 1 ? fmt::format(" ({} groups)", groups) : std::string(),
+                                  weight_bytes / double(int64_t{1} << 30), limit.whose,
+                                  limit.bytes / double(int64_t{1} << 30)));
+        }
         std::vector<Linear> fcs;
         for (int64_t j = 0; j < groups; ++j) {
           Linear fc(LinearOptions(fan_in, out).bias(bias).carry_grad_sums(true));

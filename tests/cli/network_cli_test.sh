@@ -165,16 +165,20 @@ expect_error "fractional shape" "'shape' must be an integer or a list of integer
 sed -e 's/^features = 32/features = 2000000000/' "$cnn" >"$tmp/huge.toml"
 expect_error "huge convolution" "node 'conv1' (Conv2d): its output \[2000000000, 28, 28\] holds more than 2147483647 values per sample" \
   train --data-dir "$fixture" --model "$tmp/huge.toml" --limit 10
-# 10^7 outputs of 3136 inputs (125 GB of weights, which the allocator
-# refuses on a machine of this size): one line that says what ran out, not
-# LibTorch's allocator text. (Under AddressSanitizer, whose allocator aborts
-# on such a request unless told to fail it as the system's does; above its
-# 1 TiB limit it also prints a warning of its own, hence not more.)
+# 10^7 outputs of 3136 inputs (117 GiB of weights, more than this machine
+# has): refused naming the node before anything is allocated.
 sed -e 's/^features = 10/features = 10000000/' "$cnn" >"$tmp/hugefc.toml"
+expect_error "huge layer" "node 'fc' (Affine): its 10000000 x 3136 weights need 117 GiB as float32, more than 80% of" \
+  train --data-dir "$fixture" --model "$tmp/hugefc.toml" --limit 10
+# The same layer in a --layers network, which no such check sees: the
+# allocator's failure is one line that says what ran out, not LibTorch's
+# text. (Under AddressSanitizer, whose allocator aborts on such a request
+# unless told to fail it as the system's does; above its 1 TiB limit it also
+# prints a warning of its own, hence not more.)
 asan_options="${ASAN_OPTIONS-}"
 export ASAN_OPTIONS="${asan_options:+$asan_options:}allocator_may_return_null=1"
-expect_error "huge layer" "not enough memory: an allocation of 117 GiB failed" train --data-dir "$fixture" \
-  --model "$tmp/hugefc.toml" --limit 10
+expect_error "huge layer" "not enough memory: an allocation of 117 GiB failed" bench --data-dir "$fixture" \
+  --layers 784-40000000-10 --batch 1 --T 1 --no-naive --reps 1
 export ASAN_OPTIONS="$asan_options"
 # A Delay far longer than the run keeps only the run's steps (it kept all of
 # them, copied at every step: 10^5 steps filled the memory).
