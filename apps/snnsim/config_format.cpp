@@ -189,11 +189,36 @@ void check_keys(const CLI::App& app, const std::vector<CLI::ConfigItem>& items, 
                    "tables: " + join_names(tables) + ")",
                line);
     }
-    if (option_of(cmd, item.name) == nullptr) {
+    const CLI::Option* opt = option_of(cmd, item.name);
+    if (opt == nullptr) {
       const std::string near = nearest_name(item.name, option_names(cmd));
       src.fail(src.table(cmd->get_name()) + " has no key " + src.key(item.name) +
                    (near.empty() ? " (see snnsim " + cmd->get_name() + " --help)" : " (did you mean " + src.key(near) + "?)"),
                line);
+    }
+    // The command line, read first, wins over the file, and CLI11 then skips
+    // the file's value unchecked: a wrong value there would wait unnoticed
+    // for the day the flag is left out. Checked here by the flag's own rules.
+    if (opt->count() > 0 && item.inputs.size() == 1) {
+      auto* checked = const_cast<CLI::Option*>(opt);  // (get_validator is not const; nothing is changed)
+      for (int i = 0;; ++i) {
+        CLI::Validator* v = nullptr;
+        try {
+          v = checked->get_validator(i);
+        } catch (const CLI::OptionNotFound&) {
+          break;
+        }
+        // (A wrong value on the command line is reported first, as CLI11 does.)
+        bool flag_ok = true;
+        for (std::string given : opt->results()) flag_ok = flag_ok && (*v)(given).empty();
+        std::string value = item.inputs.front();
+        const std::string problem = flag_ok ? (*v)(value) : std::string();
+        if (!problem.empty()) {
+          src.fail(src.table(cmd->get_name()) + " " + item.name + ": " + problem +
+                       " (the command line sets --" + item.name + " too, which wins, but the file's value must be valid)",
+                   line);
+        }
+      }
     }
   }
 }

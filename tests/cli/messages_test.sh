@@ -75,6 +75,10 @@ expect_error "key outside a table" "line 1: the key 'layers' is outside any tabl
 printf '[train]\nT = 0\n' >"$tmp/range.toml"
 expect_error "config value out of range" "config '$tmp/range.toml': \[train\] T: expected a whole number >= 1, got '0'" --config "$tmp/range.toml" train
 expect_error "flag overrides config" "snnsim: error: --T: expected a whole number >= 1, got '0'" --config "$tmp/range.toml" train --T 0
+# A good flag over the file's bad value: the file is still checked (CLI11
+# skipped it, so the mistake waited for the day the flag was left out).
+expect_error "bad config value under a flag" "config '$tmp/range.toml' (TOML), line 2: \[train\] T: expected a whole number >= 1, got '0' (the command line sets --T too" \
+  --config "$tmp/range.toml" train --T 4
 expect_error "missing config" "--config: '$tmp/none.toml' is not readable (No such file or directory)" --config "$tmp/none.toml" train
 
 # A table or key given twice is an error naming both lines (CLI11 alone takes
