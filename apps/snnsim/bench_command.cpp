@@ -54,7 +54,7 @@ std::vector<int64_t> parse_ks(const std::string& text) {
 }
 
 void run_bench(const BenchFlags& f, const std::vector<std::string>& given) {
-  if (f.threads > 0) set_intra_op_threads(f.threads);
+  if (f.threads > 0) naming_flags(given, [&] { set_intra_op_threads(f.threads); });
   const int threads = at::get_num_threads();
   const auto has = [&](const char* flag) { return std::find(given.begin(), given.end(), flag) != given.end(); };
   std::unique_ptr<SpikingNetwork> net;

@@ -357,8 +357,9 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
       }
     }
     save_checkpoint(out_path, net, e + 1, &trainer, {kGitCommit, test.accuracy});
-    continue_from(out_path, e + 1);
+    if (e + 1 < f.epochs) continue_from(out_path, e + 1);
   }
+  set_interrupt_note(fmt::format(" after training; '{}' holds all {} epochs", out_path, f.epochs));
   if (world) world->finish();
   if (speaks) std::cout << "checkpoint: " << out_path << "\n";
 }
@@ -457,9 +458,11 @@ std::atomic<int> g_stop_signal{0};
 extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
 
 // SIGINT and SIGTERM where no command catches them (training, a run without
-// a recording, an analysis): one line, then the shell's 128 + signal, not a
-// silent death. Only async-signal-safe calls: the lines are built outside
-// the handler, which reads them through atomic pointers.
+// a recording, an analysis): one line, then death by the signal (a shell
+// sees 128 + it, and a script's loop stops as it would for any program),
+// not a silent death. Only async-signal-safe calls: the lines are built
+// outside the handler in buffers that live to the end (never freed at
+// exit), and read through atomic pointers.
 std::atomic<const char*> g_interrupt_lines[2] = {nullptr, nullptr};  // SIGINT, SIGTERM
 
 extern "C" void on_unhandled_stop(int sig) {
@@ -470,17 +473,30 @@ extern "C" void on_unhandled_stop(int sig) {
     const ssize_t written = ::write(STDERR_FILENO, line, n);
     (void)written;
   }
-  ::_exit(128 + sig);
+  // (Installed with SA_RESETHAND | SA_NODEFER: the default action is back
+  // and the signal not blocked, so this ends the process by it.)
+  ::raise(sig);
+  ::_exit(128 + sig);  // (not reached)
 }
 
-void catch_stop_signals() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
+// Installs `handler` for SIGINT and SIGTERM; where `keep_ignored`, not over
+// one the program was started ignoring (a script's background job).
+void handle_stop_signals(void (*handler)(int), int flags, bool keep_ignored) {
+  for (int sig : {SIGINT, SIGTERM}) {
+    struct sigaction old {};
+    ::sigaction(sig, nullptr, &old);
+    if (keep_ignored && old.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = handler;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = flags;
+    ::sigaction(sig, &sa, nullptr);
+  }
 }
+
+// (Whatever the program was started with: `kill -INT` from the script that
+// started a recording run in the background stops it cleanly.)
+void catch_stop_signals() { handle_stop_signals(on_stop_signal, SA_RESETHAND, false); }
 
 bool file_exists(const std::string& path) {
   struct stat st {};
@@ -596,7 +612,8 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
       loaded = load_network(o.checkpoint, o.overrides, pipeline ? Placement{} : placement_of(f.sim));
     });
   } catch (const Error& e) {
-    if (!resuming) throw;
+    // (A flag named by the message is one given now, not the recording's.)
+    if (!resuming || std::string(e.what()).rfind("--", 0) == 0) throw;
     throw Error(std::string(e.what()) + " (the checkpoint recording '" + f.resume + "' was started with)");
   }
   SpikingNetwork& net = *loaded.network;
@@ -645,6 +662,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
     if (world) {
       record.meta.emplace_back("world_size", std::to_string(world->size()));
       record.meta.emplace_back("rank", std::to_string(world->rank()));
+      record.meta.emplace_back("run_output", output);  // the run's name, for inspect's and recover's --resume hint
     }
     if (!resuming) {
       const RecordingEstimate estimate = estimate_recording(net, split, f.sim.batch_size, record,
@@ -846,29 +864,23 @@ void watch_stop_signals() { catch_stop_signals(); }
 
 void end_on_stop_signals() {
   set_interrupt_note("");
-  for (int sig : {SIGINT, SIGTERM}) {
-    // A signal the program was started ignoring (nohup) stays ignored.
-    struct sigaction old {};
-    ::sigaction(sig, nullptr, &old);
-    if (old.sa_handler == SIG_IGN) continue;
-    struct sigaction sa {};
-    sa.sa_handler = on_unhandled_stop;
-    sigemptyset(&sa.sa_mask);
-    ::sigaction(sig, &sa, nullptr);
-  }
+  // An ignored signal stays ignored: this handler ends the program, which
+  // the signal did not do before.
+  handle_stop_signals(on_unhandled_stop, SA_RESETHAND | SA_NODEFER, true);
 }
 
 void set_interrupt_note(const std::string& note) {
   // Built in the slot the handler does not point at, then published: a
   // signal during the call prints the old line or the new, never a half.
-  static std::string slots[2][2];
+  // (Plain arrays: static strings would be freed while exit() runs.)
+  static char slots[2][2][1024];
   static int next = 0;
-  std::string* lines = slots[next];
+  char(*lines)[1024] = slots[next];
   next = 1 - next;
-  lines[0] = "snnsim: error: interrupted by SIGINT" + note + "\n";
-  lines[1] = "snnsim: error: stopped by SIGTERM" + note + "\n";
-  g_interrupt_lines[0].store(lines[0].c_str());
-  g_interrupt_lines[1].store(lines[1].c_str());
+  std::snprintf(lines[0], sizeof lines[0], "snnsim: error: interrupted by SIGINT%s\n", note.c_str());
+  std::snprintf(lines[1], sizeof lines[1], "snnsim: error: stopped by SIGTERM%s\n", note.c_str());
+  g_interrupt_lines[0].store(lines[0]);
+  g_interrupt_lines[1].store(lines[1]);
 }
 
 bool stop_requested() { return g_stop_signal.load() != 0; }

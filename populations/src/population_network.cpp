@@ -597,11 +597,15 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
       // which is faster now (BlockPace). Either way, the same spikes.
       bool stop = false;  // decided by one thread, read by all after the same barrier
       BlockPace pace;
+      // Whether there is a next block: written only in the single between
+      // blocks, so every thread reads the same value after its barrier (stop
+      // itself may change in an alone block while others test the loop).
+      bool more = T > 0;
 #pragma omp parallel num_threads(static_cast<int>(team))
       {
         const int64_t c = omp_get_thread_num();
         const int64_t lo = N * c / team, hi = N * (c + 1) / team;
-        for (int64_t t0 = 0; t0 < T && !stop; t0 += BlockPace::kSteps) {
+        for (int64_t t0 = 0; more; t0 += BlockPace::kSteps) {
           const int64_t t1 = std::min(T, t0 + BlockPace::kSteps);
           if (pace.alone()) {
 #pragma omp single
@@ -629,7 +633,10 @@ PopulationRunResult PopulationNetwork::simulate(const PopulationRunOptions& o) c
             }
           }
 #pragma omp single
-          pace.next(t1 - t0);  // implicit barrier: every thread sees the next block's mode
+          {
+            pace.next(t1 - t0);
+            more = !stop && t1 < T;
+          }  // implicit barrier: every thread sees the next block's mode and whether there is one
         }
       }
       rec.alone_steps = pace.alone_steps;

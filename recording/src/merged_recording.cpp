@@ -224,7 +224,8 @@ void write_merged_recording(const std::string& path, const std::vector<std::stri
       nlohmann::json names = nlohmann::json::array();
       for (const auto& p : parts) names.push_back(name_of(p.path));
       hdf5::write_string_attribute(meta.get(), "parts", names.dump());
-      hdf5::remove_attribute(meta.get(), "rank");  // the first part's own
+      hdf5::remove_attribute(meta.get(), "rank");        // the first part's own
+      hdf5::remove_attribute(meta.get(), "run_output");  // (the parts' pointer to this file)
       for (const auto& [k, v] : extra_meta) hdf5::write_string_attribute(meta.get(), k.c_str(), v);
     }
 

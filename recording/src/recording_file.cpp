@@ -425,11 +425,12 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   // recover to trip over, only this name, which the next run overwrites.
   const std::string partial = partial_path();
   const std::string creating = partial + ".creating";
-  // Whatever fails before the rename (a full disk, most often) takes the
-  // half-made file with it; HDF5 closes it when s_ goes.
+  // Whatever fails after this run made the file and before the rename (a
+  // full disk, most often) takes the half-made file with it; HDF5 closes it
+  // when s_ goes.
   struct RemoveOnFailure {
     const std::string& name;
-    bool armed = true;
+    bool armed = false;
     ~RemoveOnFailure() {
       if (armed) ::unlink(name.c_str());
     }
@@ -437,8 +438,17 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   // SWMR needs the latest file format.
   check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "recording: HDF5 lacks SWMR");
+  errno = 0;
   s_->file = Handle(H5Fcreate(creating.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
-  if (!s_->file.ok()) throw Error("recording: cannot create '" + creating + "'");
+  if (!s_->file.ok()) {
+    const int err = errno;
+    // An empty file is what a failed create left (a full disk); a file with
+    // bytes may be another run's, still being made (HDF5's lock refused it).
+    struct stat st {};
+    if (::stat(creating.c_str(), &st) == 0 && st.st_size == 0) ::unlink(creating.c_str());
+    throw Error("recording: cannot create '" + creating + "'" + hdf5::io_cause(err));
+  }
+  remove_on_failure.armed = true;
   const hid_t f = s_->file.get();
 
   // Root: SONATA's magic and version, and ours.

@@ -237,7 +237,15 @@ LoadedCheckpoint load_checkpoint(const std::string& path) {
   }
   QuietHdf5 quiet;
   Handle file = open_checkpoint(path);
-  out.network = std::make_unique<SpikingNetwork>(NetworkConfig::from_json(read_string_attribute(file.get(), "config", path)));
+  try {
+    out.network = std::make_unique<SpikingNetwork>(NetworkConfig::from_json(read_string_attribute(file.get(), "config", path)));
+  } catch (const Error& e) {
+    // Named as the file's, so that no message of its own values is taken
+    // for one about a flag (snnsim's naming_flags).
+    const std::string what = e.what(), prefix = "checkpoint '" + path + "'";
+    if (what.rfind(prefix, 0) == 0) throw;
+    throw Error(prefix + ": " + what);
+  }
   out.epoch = read_int_attribute(file.get(), "epoch", path);
   if (out.epoch < 0) throw Error("checkpoint '" + path + "': epoch is " + std::to_string(out.epoch) + ", not >= 0");
   torch::NoGradGuard no_grad;

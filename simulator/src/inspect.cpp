@@ -191,8 +191,11 @@ std::string resume_command(const recording::RecordingInfo& r) {
   // continues with the whole run, on as many ranks.
   const std::string rank = r.meta_value("rank"), world = r.meta_value("world_size");
   if (!r.trials && !rank.empty() && !world.empty()) {
-    std::string run = finished_name(r);
+    // The run's name as given (parts from before it was stored: from the
+    // part's name, FILE.rankR-of-N.h5, taking FILE to end in .h5).
+    std::string run = r.meta_value("run_output");
     const std::string tail = ".rank" + rank + "-of-" + world + ".h5";
+    if (run.empty()) run = finished_name(r);
     if (run.size() > tail.size() && run.compare(run.size() - tail.size(), tail.size(), tail) == 0) {
       run = run.substr(0, run.size() - tail.size()) + ".h5";
     }
@@ -223,9 +226,9 @@ FileDescription describe_recording(const std::string& path) {
          {"dt_ms", r.dt_ms},
          {"classes", r.classes}};
   d.lines.push_back("recording " + r.path);
-  // One class (a population model's trials, snnsim simulate): nothing was
-  // classified, so there is no accuracy to show.
-  const bool classified = r.classes > 1;
+  // A population model's trials (snnsim simulate) classify nothing, so
+  // there is no accuracy to show (as analyze says).
+  const bool classified = !r.trials;
   // A population model's run (snnsim simulate): its samples are trials,
   // its populations no layers, and simulate continues it.
   const bool trials = r.trials;

@@ -133,23 +133,30 @@ mv "$tmp/moved.h5" "$tmp/rec2.rank1-of-2.h5"
 long=(--checkpoint "$tmp/net.h5" --data-dir "$fixture" --split train --threads 1 --batch-size 4 --T 3000
       --steps-per-tick 500 --record output)
 "$snnsim" run "${long[@]}" --output "$tmp/long1.h5" >/dev/null 2>"$tmp/err" || fail "long, one process: $(cat "$tmp/err")"
-port="$(free_port)"
-"$snnsim" run "${long[@]}" --output "$tmp/long2.h5" --world-size 2 --rank 0 --master "127.0.0.1:$port" \
-  --dist-timeout 120 >/dev/null 2>"$tmp/kill.err" &
-zero=$!
-"$snnsim" run "${long[@]}" --output "$tmp/long2.h5" --world-size 2 --rank 1 --master "127.0.0.1:$port" \
-  --dist-timeout 120 >/dev/null 2>&1 &
-one=$!
-pids+=($zero $one)
-# Killed once it records (both ranks have joined by then).
-for _ in $(seq 1 600); do [[ -e "$tmp/long2.rank1-of-2.h5.partial" ]] && break; sleep 0.1; done
-sleep 0.5
+# start_long NAME: the long run on 2 ranks recording $tmp/NAME.h5 (pids in
+# zero and one, stderr in $tmp/NAME.R.err), once rank 1 records (both
+# ranks have joined by then).
+start_long() {
+  local port
+  port="$(free_port)"
+  "$snnsim" run "${long[@]}" --output "$tmp/$1.h5" --world-size 2 --rank 0 --master "127.0.0.1:$port" \
+    --dist-timeout 120 >/dev/null 2>"$tmp/$1.0.err" &
+  zero=$!
+  "$snnsim" run "${long[@]}" --output "$tmp/$1.h5" --world-size 2 --rank 1 --master "127.0.0.1:$port" \
+    --dist-timeout 120 >/dev/null 2>"$tmp/$1.1.err" &
+  one=$!
+  pids+=($zero $one)
+  store_port=$port
+  for _ in $(seq 1 600); do [[ -e "$tmp/$1.rank1-of-2.h5.partial" ]] && break; sleep 0.1; done
+  sleep 0.5
+}
+start_long long2
 kill -9 "$one"
 start=$SECONDS
 wait "$zero" && fail "long: rank 0 ended well after rank 1 was killed"
 # Rank 0 ends with one line at its next exchange, well before the timeout.
-[[ $(wc -l <"$tmp/kill.err") -eq 1 ]] && grep -q "rank 0: lost a peer during" "$tmp/kill.err" && ok ||
-  fail "killed rank: rank 0 said: $(cat "$tmp/kill.err")"
+[[ $(wc -l <"$tmp/long2.0.err") -eq 1 ]] && grep -q "rank 0: lost a peer during" "$tmp/long2.0.err" && ok ||
+  fail "killed rank: rank 0 said: $(cat "$tmp/long2.0.err")"
 ((SECONDS - start < 100)) && ok || fail "killed rank: rank 0 took $((SECONDS - start)) s to end"
 [[ -e "$tmp/long2.rank1-of-2.h5.partial" ]] && ok || fail "long: rank 1 left no unfinished part: $(ls "$tmp")"
 # The unfinished part names the run that continues it, not itself.
@@ -181,22 +188,14 @@ cp "$tmp"/killed/* "$tmp/"
 resume_both "recovered, then resumed"
 # Rank 0, the store's host, killed: the other rank ends at once with one
 # line and exit 2 (it was 1).
-port="$(free_port)"
-"$snnsim" run "${long[@]}" --output "$tmp/long3.h5" --world-size 2 --rank 0 --master "127.0.0.1:$port" \
-  --dist-timeout 120 >/dev/null 2>&1 &
-zero=$!
-"$snnsim" run "${long[@]}" --output "$tmp/long3.h5" --world-size 2 --rank 1 --master "127.0.0.1:$port" \
-  --dist-timeout 120 >/dev/null 2>"$tmp/kill0.err" &
-one=$!
-pids+=($zero $one)
-for _ in $(seq 1 600); do [[ -e "$tmp/long3.rank1-of-2.h5.partial" ]] && break; sleep 0.1; done
-sleep 0.5
+start_long long3
 kill -9 "$zero"
 start=$SECONDS
 wait "$one"
 rc=$?
-[[ $rc -eq 2 && $(wc -l <"$tmp/kill0.err") -eq 1 ]] && grep -q "lost the run's store at 127.0.0.1:$port (.*): rank 0 ended without a word (killed?)" "$tmp/kill0.err" &&
-  ((SECONDS - start < 30)) && ok || fail "rank 0 killed: rank 1 exit $rc after $((SECONDS - start)) s: $(cat "$tmp/kill0.err")"
+[[ $rc -eq 2 && $(wc -l <"$tmp/long3.1.err") -eq 1 ]] &&
+  grep -q "lost the run's store at 127.0.0.1:$store_port (.*): rank 0 ended without a word (killed?)" "$tmp/long3.1.err" &&
+  ((SECONDS - start < 30)) && ok || fail "rank 0 killed: rank 1 exit $rc after $((SECONDS - start)) s: $(cat "$tmp/long3.1.err")"
 # Recorded without --record-v: the merged file has the format's (empty)
 # /report group, and analyze reads it as the one-process file (it refused
 # it). A later rank's part, whose time axis starts at its first sample,

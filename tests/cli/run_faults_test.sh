@@ -142,19 +142,28 @@ expect_error "train --threads 100000" "threads: expected 1 to" train --data-dir 
 expect_error "--T 1000000000" "T = 1000000000 steps with batch size 64 needs about" "${run[@]}" --T 1000000000
 expect_error "train --T 1000000000" "needs about" train --data-dir "$fixture" --T 1000000000 --checkpoint "$tmp/x.h5"
 
-# 5. Signals to commands that write no recording: one line, 128 + the
-# signal (they died without a word); train says where it can continue from.
-# signalled SIG WAIT_FOR_FILE ARGS...: runs snnsim ARGS, sends SIG once
-# WAIT_FOR_FILE exists (or at once for ""), prints "RC<TAB>STDERR".
+# 5. Signals to commands that write no recording: one line, then death by
+# the signal (they died without a word); train says where it can continue
+# from. signalled SIG WAIT_FOR_FILE ARGS...: runs snnsim ARGS, sends SIG
+# once snnsim catches it and WAIT_FOR_FILE exists (if given), prints
+# "RETURNCODE<TAB>STDERR" (Popen's: -N for death by signal N).
 signalled() {
   "$python" - "$@" <<'PY'
 import os, signal, subprocess, sys, time
 sig, wait_for, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+signum = getattr(signal, "SIG" + sig)
 p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+def caught():  # /proc's mask of caught signals (before main() sets it, a signal kills without a word)
+    try:
+        with open(f"/proc/{p.pid}/status") as f:
+            mask = next(int(l.split()[1], 16) for l in f if l.startswith("SigCgt:"))
+        return mask >> (signum - 1) & 1
+    except (OSError, StopIteration):
+        return False
 deadline = time.time() + 120
-while wait_for and not os.path.exists(wait_for) and p.poll() is None and time.time() < deadline:
+while (not caught() or (wait_for and not os.path.exists(wait_for))) and p.poll() is None and time.time() < deadline:
     time.sleep(0.01)
-time.sleep(0.2 if wait_for else 2)  # (a signal before main() kills without a word)
+time.sleep(0.2)
 p.send_signal(getattr(signal, "SIG" + sig))
 err = p.communicate()[1]
 print(f"{p.returncode}\t{err.strip()}")
@@ -163,10 +172,10 @@ PY
 long_train=(train --data-dir "$fixture" --layers 784-48-10 --T 4 --epochs 100000 --threads 1)
 out=$(signalled TERM "$tmp/long.h5" "$snnsim" "${long_train[@]}" --checkpoint "$tmp/long.h5")
 k=$("$python" -c "import h5py, sys; print(int(h5py.File(sys.argv[1], 'r').attrs['epoch']))" "$tmp/long.h5")
-[[ "$out" == "143	snnsim: error: stopped by SIGTERM in epoch $((k + 1)) of 100000; '$tmp/long.h5' holds epoch $k: continue with snnsim train --resume $tmp/long.h5 --epochs 100000" ]] &&
+[[ "$out" == "-15	snnsim: error: stopped by SIGTERM in epoch $((k + 1)) of 100000; '$tmp/long.h5' holds epoch $k: continue with snnsim train --resume $tmp/long.h5 --epochs 100000" ]] &&
   ok || fail "train stopped by SIGTERM: $out (the checkpoint holds epoch $k)"
 out=$(signalled INT "" "$snnsim" "${run[@]}" --T 20000 --batch-size 8)
-[[ "$out" == "130	snnsim: error: interrupted by SIGINT" ]] && ok || fail "run stopped by SIGINT: $out"
+[[ "$out" == "-2	snnsim: error: interrupted by SIGINT" ]] && ok || fail "run stopped by SIGINT: $out"
 
 # 6. A full disk: one line, exit 2, no crash, nothing existing damaged.
 if small_fs "$tmp/full" 1024; then

@@ -125,6 +125,25 @@ TEST(PopulationNetwork, TrialsAreIndependentOfThreadsAndOfEachOther) {
   }
 }
 
+// A stop asked for while one thread runs a shared trial's block alone: every
+// thread leaves at the same barrier (a thread that read `stop` early left
+// the others waiting at a barrier it never reached) and the run says so.
+TEST(PopulationNetwork, AStopDuringABlockRunAloneEndsEveryThread) {
+  const PopulationNetwork net(brunel(1600, 5.0, 2.0), 3);
+  PopulationRunOptions o;
+  o.steps = 2000;
+  o.trials = 1;
+  // Polled every 128 steps: the 5th poll is at step 640, within the third
+  // block of 256 steps, the first one run alone.
+  int polls = 0;
+  o.stop_requested = [&] { return ++polls >= 5; };
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  EXPECT_THROW(net.simulate(o), Interrupted);
+  at::set_num_threads(threads);
+  EXPECT_EQ(polls, 5);
+}
+
 TEST(PopulationNetwork, TrialsSplitAcrossRunsJoinToOneRun) {
   // Trials [1, 3) as their own run (first_trial = 1), then appended to
   // trial 0's run: the spikes, counts and voltmeters of one 3-trial run.
