@@ -37,7 +37,11 @@ bool exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-// A 1-D or 2-D dataset growing along its first dimension.
+}  // namespace
+
+// A 1-D or 2-D dataset growing along its first dimension. (Not in the
+// anonymous namespace: RecordingFile::State, of external linkage, holds it.)
+namespace detail {
 struct Growing {
   Handle ds{-1, H5Dclose};
   hid_t mem_type = -1;
@@ -59,6 +63,10 @@ struct Growing {
     rows += n;
   }
 };
+}  // namespace detail
+
+namespace {
+using detail::Growing;
 
 Handle make_group(hid_t file, const sc::Group& g, const std::string& pop = "") {
   const std::string path = sc::at(g, pop);
