@@ -136,8 +136,10 @@ void naming_flags(const std::vector<std::string>& given, const std::function<voi
     for (const auto& [start, flag] : kFields) {
       if (what.rfind(start, 0) != 0 && !(stages && std::string(flag) == "--devices")) continue;
       if (std::find(given.begin(), given.end(), flag) == given.end()) break;
-      // "tau: a plif network ..." -> "--tau: a plif network ..."
-      const size_t n = std::string(start).size();
+      // "tau: a plif network ..." -> "--tau: a plif network ...", and
+      // "T: expected ..." -> "--T: expected ..."; otherwise "--tau: tau must ...".
+      const std::string field = start;
+      const size_t n = field.back() == ':' ? field.size() - 1 : field.size();
       const bool labelled = what.rfind(start, 0) == 0 && what.size() > n && what[n] == ':';
       throw Error(std::string(flag) + (labelled ? what.substr(n) : ": " + what));
     }

@@ -136,8 +136,8 @@ expect_error "resume NaN weights" "NaN or infinite" train --resume "$tmp/nan.h5"
 expect_error "resume a negative epoch" "epoch is -3, not >= 0" train --resume "$tmp/neg.h5" --epochs 3 --data-dir "$fixture"
 
 # 4. Unbounded requests: refused with the numbers, at once.
-expect_error "--threads 100000" "threads: expected 1 to" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --threads 100000
-expect_error "train --threads 100000" "threads: expected 1 to" train --data-dir "$fixture" --threads 100000 \
+expect_error "--threads 100000" "snnsim: error: --threads: expected 1 to" run --checkpoint "$tmp/ck.h5" --data-dir "$fixture" --threads 100000
+expect_error "train --threads 100000" "snnsim: error: --threads: expected 1 to" train --data-dir "$fixture" --threads 100000 \
   --checkpoint "$tmp/x.h5"
 expect_error "--T 1000000000" "T = 1000000000 steps with batch size 64 needs about" "${run[@]}" --T 1000000000
 expect_error "train --T 1000000000" "needs about" train --data-dir "$fixture" --T 1000000000 --checkpoint "$tmp/x.h5"
