@@ -318,15 +318,17 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
                                    : "")
               << (world ? cores + "\n" : "") << std::flush;
   }
-  // Where a training stopped by a signal can continue from.
+  // Where a training stopped by a signal can continue from (said by rank 0,
+  // which writes the checkpoint; the other ranks' lines say no more).
   const auto continue_from = [&](const std::string& checkpoint, int64_t epoch) {
+    if (!speaks) return;
     set_interrupt_note(fmt::format(" in epoch {} of {}; '{}' holds epoch {}: continue with snnsim train --resume {} "
                                    "--epochs {}",
                                    epoch + 1, f.epochs, checkpoint, epoch, checkpoint, f.epochs));
   };
   if (resumed.epoch > 0) {
     continue_from(f.resume, resumed.epoch);
-  } else {
+  } else if (speaks) {
     set_interrupt_note(" in epoch 1, before any checkpoint was written");
   }
   for (int64_t e = resumed.epoch; e < f.epochs; ++e) {
@@ -359,7 +361,7 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
     save_checkpoint(out_path, net, e + 1, &trainer, {kGitCommit, test.accuracy});
     if (e + 1 < f.epochs) continue_from(out_path, e + 1);
   }
-  set_interrupt_note(fmt::format(" after training; '{}' holds all {} epochs", out_path, f.epochs));
+  if (speaks) set_interrupt_note(fmt::format(" after training; '{}' holds all {} epochs", out_path, f.epochs));
   if (world) world->finish();
   if (speaks) std::cout << "checkpoint: " << out_path << "\n";
 }
