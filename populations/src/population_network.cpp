@@ -170,16 +170,13 @@ void PopulationNetwork::check_memory() const {
     sources += static_cast<double>(spec_.populations[s].size);
   }
   const double need = 12.0 * synapses + 8.0 * sources + 64.0 * static_cast<double>(total_);
-  const MemoryLimit limit = memory_limit();
-  const double have = limit.bytes;
-  if (have > 0 && need > 0.8 * have) {
+  const std::string beyond = beyond_memory(need);
+  if (!beyond.empty()) {
     // (Not fmt: this library does not link it.)
-    const double gib = double(int64_t{1} << 30);
-    char text[256];
+    char text[320];
     std::snprintf(text, sizeof text,
-                  "the model's %lld neurons and about %.3g synapses need about %.3g GiB of memory, more than 80%% of "
-                  "%s %.1f GiB: make it smaller",
-                  static_cast<long long>(total_), synapses, need / gib, limit.whose.c_str(), have / gib);
+                  "the model's %lld neurons and about %.3g synapses need about %.3g GiB of memory, %s: make it smaller",
+                  static_cast<long long>(total_), synapses, need / double(int64_t{1} << 30), beyond.c_str());
     throw Error(text);
   }
 }

@@ -661,14 +661,13 @@ GraphModel::GraphModel(const Graph& graph, uint64_t seed) : graph_(graph), shape
         // Refused by name before the allocator fails with a size alone.
         const double weight_bytes = static_cast<double>(fan_in) * static_cast<double>(out) *
                                     static_cast<double>(groups) * static_cast<double>(sizeof(float));
-        const MemoryLimit limit = memory_limit();
-        if (limit.bytes > 0 && weight_bytes > 0.8 * limit.bytes) {
-          throw Error(fmt::format("graph: node '{}' ({}): its {} x {} weights{} need {:.3g} GiB as float32, more than "
-                                  "80% of {} {:.1f} GiB: give it fewer features or inputs",
+        const std::string beyond = beyond_memory(weight_bytes);
+        if (!beyond.empty()) {
+          throw Error(fmt::format("graph: node '{}' ({}): its {} x {} weights{} need {:.3g} GiB as float32, {}: give "
+                                  "it fewer features or inputs",
                                   n.name, graph::to_string(n.kind), out * groups, fan_in,
                                   groups > 1 ? fmt::format(" ({} groups)", groups) : std::string(),
-                                  weight_bytes / double(int64_t{1} << 30), limit.whose,
-                                  limit.bytes / double(int64_t{1} << 30)));
+                                  weight_bytes / double(int64_t{1} << 30), beyond));
         }
         std::vector<Linear> fcs;
         for (int64_t j = 0; j < groups; ++j) {

@@ -172,17 +172,15 @@ double memory_estimate(const NetworkConfig& c, int64_t batch_size, bool training
 
 void check_memory(const NetworkConfig& c, int64_t batch_size, bool training) {
   const double need = memory_estimate(c, batch_size, training);
-  const MemoryLimit limit = memory_limit();
-  const double have = limit.bytes;
-  if (have > 0 && need > 0.8 * have) {
-    auto gib = [](double b) { return b / double(int64_t{1} << 30); };
+  const std::string beyond = beyond_memory(need);
+  if (!beyond.empty()) {
     std::string layers;
     for (auto l : c.layers) layers += (layers.empty() ? "" : "-") + std::to_string(l);
     if (c.graph) layers = "graph " + layers;
     throw Error(fmt::format("T = {} steps with batch size {} needs about {:.3g} GiB of memory to {} the {} network, "
-                            "more than 80% of {} {:.1f} GiB: lower T or the batch size{}",
-                            c.steps, batch_size, gib(need), training ? "train" : "simulate", layers, limit.whose, gib(have),
-                            training ? "" : ", or set --steps-per-tick to bound a block's memory"));
+                            "{}: lower T or the batch size{}",
+                            c.steps, batch_size, need / double(int64_t{1} << 30), training ? "train" : "simulate",
+                            layers, beyond, training ? "" : ", or set --steps-per-tick to bound a block's memory"));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -96,6 +97,19 @@ inline MemoryLimit memory_limit() {
     m.whose = "this job's memory limit (cgroup) of";
   }
   return m;
+}
+
+/// snnsim's rule for refusing a request before anything is allocated:
+/// where `bytes` would take more than 80% of memory_limit(), the end of the
+/// caller's message, "more than 80% of this machine's 23.5 GiB"; "" where it
+/// fits or the limit is unknown.
+inline std::string beyond_memory(double bytes) {
+  const MemoryLimit limit = memory_limit();
+  if (!(limit.bytes > 0) || !(bytes > 0.8 * limit.bytes)) return "";
+  char text[160];
+  std::snprintf(text, sizeof text, "more than 80%% of %s %.1f GiB", limit.whose.c_str(),
+                limit.bytes / double(int64_t{1} << 30));
+  return text;
 }
 
 }  // namespace snn
