@@ -55,8 +55,7 @@ Handle group_of(hid_t file, const std::string& path, hid_t source) {
 
 struct Part {
   std::string path;
-  sc::Contents c;
-  int64_t first = 0;
+  sc::Contents c;  // c.first_sample: where the part starts in the run
 };
 
 // The rows of dataset `d` (for population `pop`) that part `p` holds.
@@ -177,12 +176,11 @@ void write_merged_recording(const std::string& path, const std::vector<std::stri
     if (p.c.status != "complete") {
       throw Error("part " + where + " is " + p.c.status + ", not complete: finish it (snnsim run --resume) first");
     }
-    p.first = detail::first_sample_of(f.get(), where);
     if (!parts.empty()) {
       const Part& prev = parts.back();
-      if (p.first != prev.first + prev.c.samples) {
-        throw Error("part " + where + " starts at sample " + std::to_string(p.first) + ", but part '" + prev.path +
-                    "' ends before sample " + std::to_string(prev.first + prev.c.samples) +
+      if (p.c.first_sample != prev.c.first_sample + prev.c.samples) {
+        throw Error("part " + where + " starts at sample " + std::to_string(p.c.first_sample) + ", but part '" +
+                    prev.path + "' ends before sample " + std::to_string(prev.c.first_sample + prev.c.samples) +
                     ": the parts must follow each other");
       }
       if (describe(p.c) != describe(parts[0].c)) {
@@ -264,7 +262,7 @@ void write_merged_recording(const std::string& path, const std::vector<std::stri
           write_spike_ptr(o, parts, pop);
         } else if (d == &sc::report_time) {
           check(H5Ocopy(f0, at.c_str(), o, at.c_str(), ocpy.get(), H5P_DEFAULT), "recording: cannot copy /" + at);
-          const double t0 = static_cast<double>(parts[0].first * c.steps) * c.dt_ms;
+          const double t0 = static_cast<double>(parts[0].c.first_sample * c.steps) * c.dt_ms;
           const double time[3] = {t0, t0 + static_cast<double>(total * c.steps) * c.dt_ms, c.dt_ms};
           write_scalar_dataset(o, at.c_str(), H5T_NATIVE_DOUBLE, time);
         } else if (d->growing()) {

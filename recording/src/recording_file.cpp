@@ -23,7 +23,6 @@ namespace {
 using hdf5::check;
 using hdf5::Handle;
 using hdf5::open_dataset;
-using detail::first_sample_of;
 using detail::open_read_only;
 using detail::write_status;
 namespace sc = schema;
@@ -359,12 +358,6 @@ bool in_file_order(const int64_t* sample, const int64_t* step, const int64_t* no
 
 namespace detail {
 
-int64_t first_sample_of(hid_t file, const std::string& where) {
-  Handle g(H5Gopen2(file, sc::meta.path, H5P_DEFAULT), H5Gclose);
-  if (!g.ok() || H5Aexists(g.get(), sc::attr_first_sample.name) <= 0) return 0;
-  return hdf5::read_int_attribute(g.get(), sc::attr_first_sample.name, where);
-}
-
 Handle status_type() {
   Handle t(H5Tcopy(H5T_C_S1), H5Tclose);
   H5Tset_size(t.get(), sc::kStatusLength);
@@ -610,9 +603,8 @@ RecordingFile RecordingFile::resume(std::string path, RecordingLayout layout,
     }
     c = sc::check(f.get(), where, sc::Rows::kAtLeast);
     check_resumable(f.get(), c, layout, must_match, where);
-    const int64_t first = first_sample_of(f.get(), where);
-    if (first != layout.first_sample) {
-      throw Error(where + " holds the samples from " + std::to_string(first) + " on, this run's part starts at " +
+    if (c.first_sample != layout.first_sample) {
+      throw Error(where + " holds the samples from " + std::to_string(c.first_sample) + " on, this run's part starts at " +
                   std::to_string(layout.first_sample) + ": resume it with the world size it was started with");
     }
   }

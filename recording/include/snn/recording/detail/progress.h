@@ -11,10 +11,6 @@
 
 namespace snn::recording::detail {
 
-/// The first sample of the recording open as `file`: 0 where /meta has no
-/// first_sample. `where` names the file in errors.
-int64_t first_sample_of(hid_t file, const std::string& where);
-
 /// Writes `status` ("running", "complete", ...) to the status dataset `ds`,
 /// a fixed-length string so that it can change under SWMR.
 void write_status(hid_t ds, const std::string& status);
