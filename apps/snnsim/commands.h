@@ -82,7 +82,8 @@ void watch_stop_signals();
 bool stop_requested();
 /// Until a command watches them: SIGINT and SIGTERM end the program with
 /// one line on stderr ("snnsim: error: interrupted by SIGINT" and the note
-/// below) and exit 128 + the signal. Signals ignored at start stay ignored.
+/// below), then by the signal itself (a shell sees 128 + it). Signals
+/// ignored at start stay ignored.
 void end_on_stop_signals();
 /// What that line adds, e.g. where a killed training can continue from.
 /// Call it before the work, not while a signal may arrive.

@@ -17,6 +17,7 @@
 
 #include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
+#include "snn/recording/recording_file.h"
 #include "snn/recording/recording_info.h"
 #include "snn/graph/nir_file.h"
 #include "snn/simulator/checkpoint.h"
@@ -180,13 +181,10 @@ json meta_json(const std::string& text) {
 
 namespace {
 
-std::string finished_name(const recording::RecordingInfo& r) {
-  return r.unfinished_file ? r.path.substr(0, r.path.size() - std::string(".partial").size()) : r.path;
-}
-
 // How a recording's run continues: a population model's trials by
 // simulate, a network's samples by run.
 std::string resume_command(const recording::RecordingInfo& r) {
+  const std::string file = recording::RecordingFile::final_path(r.path);
   // A rank's part of a run over several processes (FILE.rankR-of-N.h5)
   // continues with the whole run, on as many ranks.
   const std::string rank = r.meta_value("rank"), world = r.meta_value("world_size");
@@ -195,16 +193,15 @@ std::string resume_command(const recording::RecordingInfo& r) {
     // part's name, FILE.rankR-of-N.h5, taking FILE to end in .h5).
     std::string run = r.meta_value("run_output");
     const std::string tail = ".rank" + rank + "-of-" + world + ".h5";
-    if (run.empty()) run = finished_name(r);
-    if (run.size() > tail.size() && run.compare(run.size() - tail.size(), tail.size(), tail) == 0) {
-      run = run.substr(0, run.size() - tail.size()) + ".h5";
+    if (run.empty() && file.size() > tail.size() && file.compare(file.size() - tail.size(), tail.size(), tail) == 0) {
+      run = file.substr(0, file.size() - tail.size()) + ".h5";
     }
-    return "snnsim run --resume " + run + " on each of its " + world + " ranks (this file is rank " + rank +
-           "'s part)";
+    return "snnsim run --resume " + (run.empty() ? file : run) + " on each of its " + world +
+           " ranks (this file is rank " + rank + "'s part)";
   }
-  if (!r.trials) return "snnsim run --resume " + finished_name(r);
+  if (!r.trials) return "snnsim run --resume " + file;
   const std::string model = r.meta_value("model_file").empty() ? std::string("MODEL") : r.meta_value("model_file");
-  return "snnsim simulate " + model + " --record " + finished_name(r) + " --resume (with the flags it was started with)";
+  return "snnsim simulate " + model + " --record " + file + " --resume (with the flags it was started with)";
 }
 
 }  // namespace
@@ -237,7 +234,7 @@ FileDescription describe_recording(const std::string& path) {
   const double accuracy = r.samples > 0 ? static_cast<double>(r.correct) / static_cast<double>(r.samples) : 0.0;
   if (r.samples > 0 && classified) j["accuracy"] = accuracy;
   const std::string acc = r.samples > 0 && classified ? fmt::format(", accuracy {:.4f}", accuracy) : "";
-  const std::string final_path = finished_name(r);
+  const std::string final_path = recording::RecordingFile::final_path(r.path);
   const std::string resume = resume_command(r);
   if (r.status == "complete") {
     d.lines.push_back(fmt::format("status: complete, {}{}", samples, acc));
