@@ -8,6 +8,7 @@
 /// measured on, binding two 1-thread ranks to a core each made a
 /// data-parallel training epoch 1.2-1.3x faster (docs/DISTRIBUTED.md).
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,7 +35,12 @@ struct CoreBinding {
 /// differ (a launcher that binds leaves them so); more threads than cores;
 /// fewer (other work may share the machine, and binding every job from
 /// its first core would pile them onto the same cores). Linux only.
+/// Where it binds, the rank's collectives also poll before they sleep
+/// (World::spin_before_waiting, up to kBoundSpin).
 CoreBinding bind_to_cores(World& world, int64_t threads);
+
+/// How long a bound rank polls for a collective's end before it sleeps.
+constexpr std::chrono::microseconds kBoundSpin{20000};
 
 /// "each rank on a core of its own (2 ranks on this machine)", or "not
 /// bound (REASON)".
