@@ -170,10 +170,22 @@ void unpack_bits(const uint8_t* bits, int64_t rows, int64_t in, uint8_t* x) {
 }  // namespace
 
 // One Linear layer's side of ShardedAdam's row exchange (GradRowsExchange):
-// every rank sends its input rows (packed bits where every rank's are
-// spikes) to every other rank, and to rank r its output gradient's columns
-// r; per step, at its first backward call, the ranks agree to exchange
-// rows only where they move fewer bytes than the gradient sums would.
+// every rank sends its input rows (packed bits where they are spikes) to
+// every rank that sums columns of this layer, with that rank's columns of
+// its output gradient; per step, at its first backward call, the ranks
+// decide alike whether rows move fewer bytes than the gradient sums would.
+//
+// One all-to-all a call where every rank's rows are spikes (bool, or reals
+// of 0 and 1: what the layers of a spiking network read), with nothing
+// exchanged beforehand: every size follows from what the ranks already
+// share (the batch's samples and their shares, the call's steps, the
+// layer's shape and dtypes), and each part opens with a header that the
+// receiver checks. A second all-to-all carries the values of the ranks
+// whose rows are not spikes, where there are any (every rank reads every
+// header, so all know). Each collective costs a few hundred microseconds
+// of hand-offs on this project's 2-core machine whatever its size: the
+// earlier version gathered every rank's row count and spike flag first,
+// one more per layer and step.
 class RowsOverRanks : public GradRowsExchange {
  public:
   /// `batch`: what ShardedAdam::begin_batch() says of the batch, shared by
@@ -198,79 +210,54 @@ class RowsOverRanks : public GradRowsExchange {
     const int64_t W = world_.size(), me = world_.rank(), rows = x2.size(0);
     const torch::Tensor gy = gy_in.contiguous();
     const torch::Tensor x = x2.contiguous();
-    bool binary = x.scalar_type() == torch::kBool;
-    if (!binary && x.is_floating_point()) {
-      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_zeros_and_ones",
-                                 [&] { binary = zeros_and_ones(x.data_ptr<scalar_t>(), x.numel()); });
-    }
-    // Every rank's rows and whether they are spikes (a small gather), with
-    // what must agree.
-    constexpr int64_t kMeta = 9;
-    const torch::Tensor meta =
-        torch::tensor({rows, steps, static_cast<int64_t>(binary), static_cast<int64_t>(x2.scalar_type()),
-                       static_cast<int64_t>(gy.scalar_type()), x2.size(1), gy.size(1), layer_, calls_++},
-                      torch::kLong);
-    const torch::Tensor metas =
-        world_.all_gather_parts(meta, std::vector<int64_t>(static_cast<size_t>(W), kMeta)).view({W, kMeta});
-    const auto m = metas.accessor<int64_t, 2>();
+    // Every rank's rows: its share of the batch in each of the call's steps.
     std::vector<int64_t> rows_of(static_cast<size_t>(W));
-    bool all_binary = true;
     int64_t total = 0;
-    static constexpr const char* kNames[kMeta] = {"rows", "steps", "spikes", "input dtype", "gradient dtype",
-                                                  "inputs", "outputs", "layer", "call in the step"};
     for (int64_t r = 0; r < W; ++r) {
-      for (int64_t k = 1; k < kMeta; ++k) {
-        if (k != 2 && m[r][k] != m[0][k]) {
-          throw InternalError(fmt::format("the gradient row exchange: rank {}'s {} are {}, rank 0's {}", r,
-                                          kNames[k], m[r][k], m[0][k]));
-        }
-      }
-      if (m[r][0] % steps != 0) {
-        throw InternalError(fmt::format("the gradient row exchange: rank {}'s {} rows are not {} steps", r, m[r][0],
-                                        steps));
-      }
-      rows_of[static_cast<size_t>(r)] = m[r][0];
-      all_binary = all_binary && m[r][2] != 0;
-      total += m[r][0];
+      const SampleRange share = batch_share(batch_->samples, r, W);
+      rows_of[static_cast<size_t>(r)] = (share.end - share.begin) * steps;
+      total += rows_of[static_cast<size_t>(r)];
+    }
+    if (rows != rows_of[static_cast<size_t>(me)] || x.size(1) != in_ || gy.size(1) != out_ || gy.size(0) != rows) {
+      throw InternalError(fmt::format("the gradient row exchange: rank {} has {} rows of {} inputs and {} x {} "
+                                      "output gradients, its share is {} rows ({} steps of a batch of {}) of {} "
+                                      "and {}",
+                                      me, rows, x.size(1), gy.size(0), gy.size(1), rows_of[static_cast<size_t>(me)],
+                                      steps, batch_->samples, in_, out_));
     }
     const int64_t gsize = gy.element_size();
     if (mode_ == Mode::kUndecided) {
       // Bytes a rank receives per step, summed over the ranks and divided
-      // by W - 1: every rank's rows once, its gradient columns once, in
-      // each of the step's calls (this one's rows times batch steps over
-      // its steps); against every weight's and bias's double sum once. In
-      // whole numbers (the same decision on every rank): both sides times
-      // 8 W and this call's steps.
-      const int64_t x_bits = all_binary ? 1 : 8 * x.element_size();
-      const int64_t rows_cost = total * (in_ * x_bits * W + 8 * out_ * gsize) * std::max<int64_t>(steps, batch_->steps);
+      // by W - 1: every rank's rows once (as bits: spikes), its gradient
+      // columns once, in each of the step's calls (this one's rows times
+      // batch steps over its steps); against every weight's and bias's
+      // double sum once. In whole numbers (the same decision on every
+      // rank, from what they share): both sides times 8 W and this call's
+      // steps.
+      const int64_t rows_cost = total * (in_ * W + 8 * out_ * gsize) * std::max<int64_t>(steps, batch_->steps);
       const int64_t sums_cost = 64 * (in_ + 1) * out_ * W * steps;
       mode_ = rows_cost <= sums_cost ? Mode::kRows : Mode::kSums;
       if (mode_ == Mode::kSums) return {};
     }
-    // This rank's rows as sent: packed bits, or the values' bytes.
-    const int64_t xrow = all_binary ? (in_ + 7) / 8 : in_ * x.element_size();
-    torch::Tensor xbytes;
-    if (all_binary) {
-      xbytes = torch::empty({rows * xrow}, torch::kUInt8);
-      uint8_t* bits = xbytes.data_ptr<uint8_t>();
-      if (x.scalar_type() == torch::kBool) {
-        pack_bits(static_cast<const uint8_t*>(x.data_ptr()), rows, in_, bits);
-      } else {
-        AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_pack_bits",
-                                   [&] { pack_bits(x.data_ptr<scalar_t>(), rows, in_, bits); });
-      }
-    } else {
-      xbytes = x.reshape({-1}).view(torch::kUInt8);
+    bool binary = x.scalar_type() == torch::kBool;
+    if (!binary) {
+      AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_zeros_and_ones",
+                                 [&] { binary = zeros_and_ones(x.data_ptr<scalar_t>(), x.numel()); });
     }
+    // A part: the header, then for a rank with columns this rank's rows as
+    // bits (zeros where they are not spikes: the values follow) and its
+    // gradient columns, each padded to 16 bytes so that values are read
+    // from aligned addresses.
+    const int64_t header[kHeader] = {layer_, calls_++, steps, rows, static_cast<int64_t>(binary),
+                                     static_cast<int64_t>(x.scalar_type()), static_cast<int64_t>(gy.scalar_type()),
+                                     in_, out_};
+    const auto padded = [](int64_t bytes) { return (bytes + 15) / 16 * 16; };
+    const int64_t head = padded(static_cast<int64_t>(sizeof header)), xrow = (in_ + 7) / 8;
+    const auto part = [&](int64_t rows_r, int64_t cols) {
+      return head + (cols == 0 ? int64_t(0) : padded(rows_r * xrow) + padded(rows_r * cols * gsize));
+    };
     const auto [c0, c1] = columns();
     const int64_t n = c1 - c0;
-    // Each part: the rows' bytes, then the gradient columns, each padded to
-    // 16 bytes so that the values are read from aligned addresses; nothing
-    // to a rank without columns (it sums nothing of this layer).
-    const auto padded = [](int64_t bytes) { return (bytes + 15) / 16 * 16; };
-    const auto part = [&](int64_t rows_r, int64_t cols) {
-      return cols == 0 ? int64_t(0) : padded(rows_r * xrow) + padded(rows_r * cols * gsize);
-    };
     std::vector<int64_t> send(static_cast<size_t>(W), 0), recv(static_cast<size_t>(W), 0);
     for (int64_t r = 0; r < W; ++r) {
       if (r == me) continue;
@@ -278,24 +265,83 @@ class RowsOverRanks : public GradRowsExchange {
       send[static_cast<size_t>(r)] = part(rows, d1 - d0);
       recv[static_cast<size_t>(r)] = part(rows_of[static_cast<size_t>(r)], n);
     }
+    torch::Tensor bits;
+    if (binary) {
+      bits = torch::empty({rows * xrow}, torch::kUInt8);
+      if (x.scalar_type() == torch::kBool) {
+        pack_bits(static_cast<const uint8_t*>(x.data_ptr()), rows, in_, bits.data_ptr<uint8_t>());
+      } else {
+        AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "snn_pack_bits",
+                                   [&] { pack_bits(x.data_ptr<scalar_t>(), rows, in_, bits.data_ptr<uint8_t>()); });
+      }
+    }
     torch::Tensor buffer = torch::zeros({std::accumulate(send.begin(), send.end(), int64_t(0))}, torch::kUInt8);
     uint8_t* at = buffer.data_ptr<uint8_t>();
     for (int64_t r = 0; r < W; ++r) {
+      if (r == me) continue;
+      std::memcpy(at, header, sizeof header);
+      at += head;
       const auto [d0, d1] = columns_[static_cast<size_t>(r)];
-      if (r == me || d1 == d0) continue;
-      std::memcpy(at, xbytes.data_ptr(), static_cast<size_t>(rows * xrow));
+      if (d1 == d0) continue;
+      if (binary) std::memcpy(at, bits.data_ptr(), static_cast<size_t>(rows * xrow));
       at += padded(rows * xrow);
       torch::from_blob(at, {rows, d1 - d0}, gy.options()).copy_(gy.narrow(1, d0, d1 - d0));
       at += padded(rows * (d1 - d0) * gsize);
     }
     const torch::Tensor received = world_.exchange(buffer, send, recv);
+    // The headers: what must agree, and whose rows are spikes.
+    std::vector<const uint8_t*> from(static_cast<size_t>(W), nullptr);  // each rank's part
+    std::vector<char> spikes(static_cast<size_t>(W), 0);
+    spikes[static_cast<size_t>(me)] = static_cast<char>(binary);
+    const uint8_t* src = received.data_ptr<uint8_t>();
+    for (int64_t r = 0; r < W; ++r) {
+      if (r == me) continue;
+      from[static_cast<size_t>(r)] = src;
+      int64_t h[kHeader];
+      std::memcpy(h, src, sizeof h);
+      const int64_t want[kHeader] = {layer_, header[1], steps, rows_of[static_cast<size_t>(r)], h[4], header[5],
+                                     header[6], in_, out_};
+      static constexpr const char* kNames[kHeader] = {"layer", "call in the step", "steps", "rows", "spikes",
+                                                      "input dtype", "gradient dtype", "inputs", "outputs"};
+      for (int64_t k = 0; k < kHeader; ++k) {
+        if (h[k] != want[k]) {
+          throw InternalError(fmt::format("the gradient row exchange: rank {}'s {} is {}, rank {} expected {}", r,
+                                          kNames[k], h[k], me, want[k]));
+        }
+      }
+      spikes[static_cast<size_t>(r)] = static_cast<char>(h[4] != 0);
+      src += recv[static_cast<size_t>(r)];
+    }
+    const bool all_binary = std::all_of(spikes.begin(), spikes.end(), [](char b) { return b != 0; });
+    // The values of the rows that are not spikes, to the ranks with columns.
+    torch::Tensor values;
+    std::vector<int64_t> value_offset(static_cast<size_t>(W), 0);
+    if (!all_binary) {
+      const int64_t esize = x.element_size();
+      std::vector<int64_t> vsend(static_cast<size_t>(W), 0), vrecv(static_cast<size_t>(W), 0);
+      for (int64_t r = 0, off = 0; r < W; ++r) {
+        if (r == me) continue;
+        const auto [d0, d1] = columns_[static_cast<size_t>(r)];
+        if (!binary && d1 > d0) vsend[static_cast<size_t>(r)] = rows * in_ * esize;
+        if (!spikes[static_cast<size_t>(r)] && n > 0) vrecv[static_cast<size_t>(r)] = rows_of[static_cast<size_t>(r)] * in_ * esize;
+        value_offset[static_cast<size_t>(r)] = off;
+        off += vrecv[static_cast<size_t>(r)];
+      }
+      const torch::Tensor mine = x.reshape({-1}).view(torch::kUInt8);
+      torch::Tensor vbuffer = torch::empty({std::accumulate(vsend.begin(), vsend.end(), int64_t(0))}, torch::kUInt8);
+      for (int64_t r = 0, off = 0; r < W; ++r) {
+        if (vsend[static_cast<size_t>(r)] == 0) continue;
+        vbuffer.narrow(0, off, vsend[static_cast<size_t>(r)]).copy_(mine);
+        off += vsend[static_cast<size_t>(r)];
+      }
+      values = world_.exchange(vbuffer, vsend, vrecv);
+    }
     if (n == 0) return {torch::empty({0, in_}, x.options()), torch::empty({0, 0}, gy.options())};
     // The whole batch, each step's samples in rank order.
     const int64_t per_step = total / steps;
     torch::Tensor xg = torch::empty({total, in_}, all_binary ? torch::kBool : x.scalar_type());
     torch::Tensor gyg = torch::empty({total, n}, gy.scalar_type());
     const torch::Tensor xg3 = xg.view({steps, per_step, in_}), gy3 = gyg.view({steps, per_step, n});
-    uint8_t* src = received.data_ptr<uint8_t>();
     int64_t offset = 0;
     for (int64_t r = 0; r < W; ++r) {
       const int64_t rr = rows_of[static_cast<size_t>(r)], pr = rr / steps;
@@ -303,17 +349,21 @@ class RowsOverRanks : public GradRowsExchange {
         xg3.narrow(1, offset, pr).copy_(x.view({steps, pr, in_}));  // reals of 0 and 1 to bool, where binary
         gy3.narrow(1, offset, pr).copy_(gy.narrow(1, c0, n).reshape({steps, pr, n}));
       } else {
-        if (all_binary) {
+        const uint8_t* p = from[static_cast<size_t>(r)] + head;
+        if (!spikes[static_cast<size_t>(r)]) {
+          const uint8_t* v = values.data_ptr<uint8_t>() + value_offset[static_cast<size_t>(r)];
+          xg3.narrow(1, offset, pr).copy_(torch::from_blob(const_cast<uint8_t*>(v), {steps, pr, in_}, xg.options()));
+        } else if (all_binary) {
           for (int64_t s = 0; s < steps; ++s) {
-            unpack_bits(src + s * pr * xrow, pr, in_,
-                        static_cast<uint8_t*>(xg.data_ptr()) + (s * per_step + offset) * in_);
+            unpack_bits(p + s * pr * xrow, pr, in_, static_cast<uint8_t*>(xg.data_ptr()) + (s * per_step + offset) * in_);
           }
-        } else {
-          xg3.narrow(1, offset, pr).copy_(torch::from_blob(src, {steps, pr, in_}, xg.options()));
+        } else {  // spikes beside rows that are not: as reals of 0 and 1
+          const torch::Tensor unpacked = torch::empty({steps, pr, in_}, torch::kUInt8);
+          unpack_bits(p, rr, in_, unpacked.data_ptr<uint8_t>());
+          xg3.narrow(1, offset, pr).copy_(unpacked);
         }
-        src += padded(rr * xrow);
-        gy3.narrow(1, offset, pr).copy_(torch::from_blob(src, {steps, pr, n}, gyg.options()));
-        src += padded(rr * n * gsize);
+        p += padded(rr * xrow);
+        gy3.narrow(1, offset, pr).copy_(torch::from_blob(const_cast<uint8_t*>(p), {steps, pr, n}, gyg.options()));
       }
       offset += pr;
     }
@@ -329,6 +379,7 @@ class RowsOverRanks : public GradRowsExchange {
   int64_t layer_;
   Mode mode_ = Mode::kUndecided;
   int64_t calls_ = 0;  // this step's
+  static constexpr int64_t kHeader = 9;
 };
 
 bool ShardedAdam::can_shard(const SpikingNetwork& net) {
@@ -425,8 +476,9 @@ void ShardedAdam::add_row_exchanges() {
   }
 }
 
-void ShardedAdam::begin_batch(bool every_rank_has_samples, int64_t steps) {
-  batch_->every_rank_has_samples = every_rank_has_samples;
+void ShardedAdam::begin_batch(int64_t samples, int64_t steps, bool exchange_rows) {
+  batch_->every_rank_has_samples = exchange_rows && samples >= world_.size();
+  batch_->samples = samples;
   batch_->steps = steps;
 }
 

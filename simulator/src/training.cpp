@@ -276,10 +276,16 @@ EpochStats Trainer::train_epoch(const LabeledImages& data, int64_t epoch,
     } else {
       // The whole batch's counts, so that the loss and each sample's loss
       // gradient are one process's; each rank backpropagates its rows.
-      counts = world_->all_gather_rows(mine.detach()).requires_grad_(true);
+      // Every rank's share is known: no message about sizes goes first.
+      std::vector<int64_t> split;
+      for (int64_t r = 0; r < world_->size(); ++r) {
+        const SampleRange theirs = batch_share(b, r, world_->size());
+        split.push_back((theirs.end - theirs.begin) * classes);
+      }
+      counts = world_->all_gather_parts(mine.detach().reshape({-1}), split).view({b, classes}).requires_grad_(true);
       loss = loss_of(options_.loss, counts, y, T, classes);
       loss.backward();
-      if (sharded_) sharded_->begin_batch(b >= world_->size(), T);
+      if (sharded_) sharded_->begin_batch(b, T);
       if (idx.size(0) > 0) mine.backward(counts.grad().narrow(0, share.begin, idx.size(0)));
     }
     if (sharded_) {

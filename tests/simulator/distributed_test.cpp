@@ -104,12 +104,13 @@ TEST(ShardedAdam, TakesTheStepsOfReduceGradientsAndAdamBitForBit) {
   }
 }
 
-// The row exchange (ShardedAdam with begin_batch(true)): each rank sums
+// The row exchange (ShardedAdam after begin_batch()): each rank sums
 // the whole batch's gradient for its own weight rows, the rows in one
 // process's order, so the weights after a step are one process's bit for
 // bit, where adding the ranks' partial double sums (the exchange of sums)
 // associates differently. Layer 0 reads bool spikes (sent as bits), layer 1
-// reals of every magnitude, so that the association shows.
+// reals of every magnitude, so that the association shows (or spikes as
+// reals, or both: below).
 TEST(ShardedAdam, ExchangedRowsGiveOneProcesssStepBitForBit) {
   constexpr int64_t kSteps = 3, kBatch = 7;
   NetworkConfig c;
@@ -120,9 +121,10 @@ TEST(ShardedAdam, ExchangedRowsGiveOneProcesssStepBitForBit) {
   // The whole batch's inputs and output gradients, [steps, batch, features].
   torch::manual_seed(3);
   const torch::Tensor x0 = torch::rand({kSteps, kBatch, 37}).lt(0.3);
-  const torch::Tensor x1 =
+  const torch::Tensor reals =
       (torch::randn({kSteps, kBatch, 40}) * torch::exp2(torch::randint(-20, 20, {kSteps, kBatch, 40})))
           .masked_fill_(torch::rand({kSteps, kBatch, 40}).lt(0.2), 0.0);
+  const torch::Tensor spikes_as_reals = torch::rand({kSteps, kBatch, 40}).lt(0.3).to(torch::kFloat);
   // Two optimizer steps with different output gradients: Adam's first step
   // moves every weight by the learning rate times the gradient's sign alone.
   std::vector<torch::Tensor> g0, g1;
@@ -134,9 +136,13 @@ TEST(ShardedAdam, ExchangedRowsGiveOneProcesssStepBitForBit) {
   // (added last in BPTT order): what each sum loses to them depends on
   // which terms it holds when they arrive, so the ranks' partial sums
   // added give other bits than one process's sum.
-  x1[0][0].mul_(std::pow(2.0, 50));
-  x1[0][kBatch - 1].copy_(-x1[0][0]);
+  reals[0][0].mul_(std::pow(2.0, 50));
+  reals[0][kBatch - 1].copy_(-reals[0][0]);
   for (auto& g : g1) g[0][kBatch - 1].copy_(g[0][0]);
+  // Layer 1's input: those reals; spikes as reals (sent as bits); or
+  // spikes in samples 0-3 and reals after, so that some ranks send bits
+  // and others values (2 ranks: samples 0-2 and 3-6; 3 ranks: 0-1, 2-3, 4-6).
+  torch::Tensor x1;
   // Forward and backward of both layers on samples [b0, b1) of the batch,
   // the steps in one call or in two (steps 0-1, then 2: a layer's calls
   // in one optimizer step, as --steps-per-tick makes them).
@@ -152,67 +158,71 @@ TEST(ShardedAdam, ExchangedRowsGiveOneProcesssStepBitForBit) {
     loss.backward();
   };
   const auto options = torch::optim::AdamOptions(0.01);
-  for (int calls : {1, 2}) {
-    SpikingNetwork whole(c);
-    torch::optim::Adam adam(whole.parameters(), options);
-    std::vector<torch::Tensor> whole_grads;  // per step, flattened
-    for (int step = 0; step < 2; ++step) {
-      adam.zero_grad();
-      backward(whole, 0, kBatch, step, calls);
-      std::vector<torch::Tensor> flat;
-      for (const auto& p : whole.parameters()) flat.push_back(p.grad().reshape({-1}));
-      whole_grads.push_back(torch::cat(flat));
-      fused_adam_step(adam);
-    }
-    for (int64_t ranks : {2, 3}) {
-      for (bool rows : {true, false}) {
-        std::vector<std::unique_ptr<SpikingNetwork>> nets;
-        for (int64_t r = 0; r < ranks; ++r) nets.push_back(std::make_unique<SpikingNetwork>(c));
-        std::vector<std::string> grad_differences(static_cast<size_t>(ranks));
-        const auto errors = test::run_ranks(ranks, [&](dist::World& w) {
-          const SpikingNetwork& net = *nets[static_cast<size_t>(w.rank())];
-          ShardedAdam sharded(w, net, options, {});
-          const SampleRange share = batch_share(kBatch, w.rank(), w.size());
-          for (int step = 0; step < 2; ++step) {
-            sharded.begin_batch(rows, kSteps);
-            backward(net, share.begin, share.end, step, calls);
-            sharded.step();
-            if (sharded.last_row_layers() != (rows ? 2 : 0)) {
-              grad_differences[static_cast<size_t>(w.rank())] +=
-                  " step " + std::to_string(step) + ": " + std::to_string(sharded.last_row_layers()) +
-                  " layers from rows";
+  for (const std::string kind : {"reals", "spikes", "mixed"}) {
+    x1 = kind == "reals" ? reals : kind == "spikes" ? spikes_as_reals : reals.clone();
+    if (kind == "mixed") x1.narrow(1, 0, 4).copy_(spikes_as_reals.narrow(1, 0, 4));
+    for (int calls : {1, 2}) {
+      SpikingNetwork whole(c);
+      torch::optim::Adam adam(whole.parameters(), options);
+      std::vector<torch::Tensor> whole_grads;  // per step, flattened
+      for (int step = 0; step < 2; ++step) {
+        adam.zero_grad();
+        backward(whole, 0, kBatch, step, calls);
+        std::vector<torch::Tensor> flat;
+        for (const auto& p : whole.parameters()) flat.push_back(p.grad().reshape({-1}));
+        whole_grads.push_back(torch::cat(flat));
+        fused_adam_step(adam);
+      }
+      for (int64_t ranks : {2, 3}) {
+        for (bool rows : {true, false}) {
+          std::vector<std::unique_ptr<SpikingNetwork>> nets;
+          for (int64_t r = 0; r < ranks; ++r) nets.push_back(std::make_unique<SpikingNetwork>(c));
+          std::vector<std::string> grad_differences(static_cast<size_t>(ranks));
+          const auto errors = test::run_ranks(ranks, [&](dist::World& w) {
+            const SpikingNetwork& net = *nets[static_cast<size_t>(w.rank())];
+            ShardedAdam sharded(w, net, options, {});
+            const SampleRange share = batch_share(kBatch, w.rank(), w.size());
+            for (int step = 0; step < 2; ++step) {
+              sharded.begin_batch(kBatch, kSteps, rows);
+              backward(net, share.begin, share.end, step, calls);
+              sharded.step();
+              if (sharded.last_row_layers() != (rows ? 2 : 0)) {
+                grad_differences[static_cast<size_t>(w.rank())] +=
+                    " step " + std::to_string(step) + ": " + std::to_string(sharded.last_row_layers()) +
+                    " layers from rows";
+              }
+              // Adam's step does not change when a gradient is scaled: the
+              // gradients themselves are compared too.
+              const auto [begin, g] = sharded.gradient_slice();
+              const torch::Tensor want = whole_grads[static_cast<size_t>(step)].narrow(0, begin, g.numel());
+              if (rows && !torch::equal(g, want)) {
+                grad_differences[static_cast<size_t>(w.rank())] +=
+                    " step " + std::to_string(step) + ": " + std::to_string(g.ne(want).sum().item<int64_t>()) +
+                    " of " + std::to_string(g.numel()) + " differ";
+              }
             }
-            // Adam's step does not change when a gradient is scaled: the
-            // gradients themselves are compared too.
-            const auto [begin, g] = sharded.gradient_slice();
-            const torch::Tensor want = whole_grads[static_cast<size_t>(step)].narrow(0, begin, g.numel());
-            if (rows && !torch::equal(g, want)) {
-              grad_differences[static_cast<size_t>(w.rank())] +=
-                  " step " + std::to_string(step) + ": " + std::to_string(g.ne(want).sum().item<int64_t>()) +
-                  " of " + std::to_string(g.numel()) + " differ";
+          });
+          for (const auto& e : errors) EXPECT_EQ(e, "");
+          for (int64_t r = 0; r < ranks; ++r) {
+            EXPECT_EQ(grad_differences[static_cast<size_t>(r)], "")
+                << kind << ", " << ranks << " ranks, rank " << r << "'s gradient, " << calls << " calls a step";
+          }
+          bool all_equal = true;
+          for (int64_t r = 0; r < ranks; ++r) {
+            const auto a = nets[static_cast<size_t>(r)]->parameters(), b = whole.parameters();
+            for (size_t k = 0; k < a.size(); ++k) {
+              const bool same = torch::equal(a[k], b[k]);
+              all_equal = all_equal && same;
+              if (rows) {
+                EXPECT_TRUE(same) << kind << ", " << ranks << " ranks, rank " << r << ", parameter " << k << ": max difference "
+                                  << (a[k] - b[k]).abs().max().item<double>();
+              }
             }
           }
-        });
-        for (const auto& e : errors) EXPECT_EQ(e, "");
-        for (int64_t r = 0; r < ranks; ++r) {
-          EXPECT_EQ(grad_differences[static_cast<size_t>(r)], "")
-              << ranks << " ranks, rank " << r << "'s gradient, " << calls << " calls a step";
+          // Without the rows, the ranks' sums added associate differently: the
+          // comparison above can fail.
+          if (!rows && kind == "reals") EXPECT_FALSE(all_equal) << ranks << " ranks, " << calls << " calls a step";
         }
-        bool all_equal = true;
-        for (int64_t r = 0; r < ranks; ++r) {
-          const auto a = nets[static_cast<size_t>(r)]->parameters(), b = whole.parameters();
-          for (size_t k = 0; k < a.size(); ++k) {
-            const bool same = torch::equal(a[k], b[k]);
-            all_equal = all_equal && same;
-            if (rows) {
-              EXPECT_TRUE(same) << ranks << " ranks, rank " << r << ", parameter " << k << ": max difference "
-                                << (a[k] - b[k]).abs().max().item<double>();
-            }
-          }
-        }
-        // Without the rows, the ranks' sums added associate differently: the
-        // comparison above can fail.
-        if (!rows) EXPECT_FALSE(all_equal) << ranks << " ranks, " << calls << " calls a step";
       }
     }
   }

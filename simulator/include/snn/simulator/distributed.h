@@ -50,7 +50,7 @@ torch::Tensor flat_gradient(const SpikingNetwork& net);
 /// flat_gradient() (one all-to-all), adds them in rank order and rounds
 /// once (reduce_gradients()' arithmetic, element for element), except
 /// where a CPU snn::Linear's backward exchanged its rows this step
-/// (GradRowsExchange, after begin_batch(true)): rank r then already holds
+/// (GradRowsExchange, after begin_batch()): rank r then already holds
 /// the whole batch's sums of the weight rows its slice touches, one
 /// process's bit for bit, and only their bias sums go into the all-to-all
 /// (from the lowest rank holding each row; zeros from the others, which
@@ -75,12 +75,14 @@ class ShardedAdam {
   ShardedAdam& operator=(const ShardedAdam&) = delete;
   static bool can_shard(const SpikingNetwork& net);
   void set_lr(double lr);
-  /// Before a batch's backward pass: whether every rank has samples in it
-  /// (only then do the layers' backward calls exchange rows, a collective
-  /// that a rank without samples would not join), and its time steps (what
+  /// Before a batch's backward pass: the whole batch's samples (rank r
+  /// holds batch_share(samples, r, size) of them) and its time steps (what
   /// a layer's calls in one step add up to, for the choice between rows
-  /// and sums). Until the next begin_batch(), step() turns the exchange off.
-  void begin_batch(bool every_rank_has_samples, int64_t steps);
+  /// and sums). The layers' backward calls exchange rows only where every
+  /// rank has samples (it is a collective that a rank without samples
+  /// would not join) and `exchange_rows`. Until the next begin_batch(),
+  /// step() turns the exchange off.
+  void begin_batch(int64_t samples, int64_t steps, bool exchange_rows = true);
   /// The Linear layers whose gradient the last step() took from exchanged
   /// rows, and those that can exchange rows.
   int64_t last_row_layers() const { return last_row_layers_; }
@@ -88,6 +90,7 @@ class ShardedAdam {
   /// What begin_batch() says of the batch (the layers' exchanges read it).
   struct Batch {
     bool every_rank_has_samples = false;
+    int64_t samples = 0;
     int64_t steps = 1;
   };
   /// One optimizer step on every rank (a collective; see the class comment).
