@@ -47,7 +47,7 @@ void copy_attributes(hid_t from, hid_t to, const std::string& what) {
 
 Handle group_of(hid_t file, const std::string& path, hid_t source) {
   Handle g(H5Gcreate2(file, path.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-  if (!g.ok()) throw Error("recording: cannot create group /" + path);
+  if (!g.ok()) throw Error("recording: cannot create group /" + path + hdf5::failed_call_cause());
   Handle src(H5Gopen2(source, path.c_str(), H5P_DEFAULT), H5Gclose);
   if (src.ok()) copy_attributes(src.get(), g.get(), "/" + path);
   return g;
@@ -106,7 +106,7 @@ void write_virtual(hid_t out, hid_t first_part, const std::vector<Part>& parts, 
   }
   check(H5Sselect_all(vspace.get()), "recording: cannot map /" + path);
   Handle ds(H5Dcreate2(out, path.c_str(), type.get(), vspace.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT), H5Dclose);
-  if (!ds.ok()) throw Error("recording: cannot create the virtual dataset /" + path);
+  if (!ds.ok()) throw Error("recording: cannot create the virtual dataset /" + path + hdf5::failed_call_cause());
   copy_attributes(src0.get(), ds.get(), "/" + path);
 }
 
@@ -130,7 +130,7 @@ void write_spike_ptr(hid_t out, const std::vector<Part>& parts, const std::strin
   Handle ds(H5Dcreate2(out, path.c_str(), sc::file_type(sc::spike_ptr.type), space.get(), H5P_DEFAULT, H5P_DEFAULT,
                        H5P_DEFAULT),
             H5Dclose);
-  if (!ds.ok()) throw Error("recording: cannot create /" + path);
+  if (!ds.ok()) throw Error("recording: cannot create /" + path + hdf5::failed_call_cause());
   check(H5Dwrite(ds.get(), H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, all.data()),
         "recording: cannot write /" + path);
 }
@@ -200,7 +200,7 @@ void write_merged_recording(const std::string& path, const std::vector<std::stri
     Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
     check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V110, H5F_LIBVER_LATEST), "recording: no file-format bounds");
     Handle out(H5Fcreate(partial.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
-    if (!out.ok()) throw Error("recording: cannot create '" + partial + "'");
+    if (!out.ok()) throw Error("recording: cannot create '" + partial + "'" + hdf5::failed_call_cause());
     const hid_t o = out.get();
     Handle first = detail::open_read_only(parts[0].path);
     const hid_t f0 = first.get();

@@ -70,7 +70,7 @@ using detail::Growing;
 Handle make_group(hid_t file, const sc::Group& g, const std::string& pop = "") {
   const std::string path = sc::at(g, pop);
   Handle h(H5Gcreate2(file, path.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), H5Gclose);
-  if (!h.ok()) throw Error("recording: cannot create group /" + path);
+  if (!h.ok()) throw Error("recording: cannot create group /" + path + hdf5::failed_call_cause());
   return h;
 }
 
@@ -105,7 +105,7 @@ Growing make_growing(hid_t file, const sc::Dataset& d, const std::string& pop, h
   }
   g.ds = Handle(H5Dcreate2(file, path.c_str(), sc::file_type(d.type), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
                 H5Dclose);
-  if (!g.ds.ok()) throw Error("recording: cannot create dataset /" + path);
+  if (!g.ds.ok()) throw Error("recording: cannot create dataset /" + path + hdf5::failed_call_cause());
   write_units(g.ds.get(), d);
   return g;
 }
@@ -116,7 +116,7 @@ Handle write_fixed(hid_t file, const sc::Dataset& d, const std::string& pop, hsi
   Handle space(H5Screate_simple(1, &n, nullptr), H5Sclose);
   Handle ds(H5Dcreate2(file, path.c_str(), sc::file_type(d.type), space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose);
-  if (!ds.ok()) throw Error("recording: cannot create dataset /" + path);
+  if (!ds.ok()) throw Error("recording: cannot create dataset /" + path + hdf5::failed_call_cause());
   if (n > 0) {
     check(H5Dwrite(ds.get(), sc::memory_type(d.type), H5S_ALL, H5S_ALL, H5P_DEFAULT, data),
           "recording: cannot write /" + path);
@@ -134,7 +134,7 @@ void write_sorting_by_time(hid_t group) {
   H5Tenum_insert(type.get(), "by_time", &by_time);
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle attr(H5Acreate2(group, sc::attr_sorting.name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw Error("recording: cannot create the sorting attribute");
+  if (!attr.ok()) throw Error("recording: cannot create the sorting attribute" + hdf5::failed_call_cause());
   check(H5Awrite(attr.get(), type.get(), &by_time), "recording: cannot write the sorting attribute");
 }
 
@@ -439,10 +439,9 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
   // SWMR needs the latest file format.
   check(H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_LATEST, H5F_LIBVER_LATEST), "recording: HDF5 lacks SWMR");
-  errno = 0;
   s_->file = Handle(H5Fcreate(creating.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
   if (!s_->file.ok()) {
-    const int err = errno;
+    const int err = hdf5::failed_call_errno();
     // An empty file is what a failed create left (a full disk); a file with
     // bytes may be another run's, still being made (HDF5's lock refused it).
     struct stat st {};
@@ -480,13 +479,15 @@ RecordingFile::RecordingFile(std::string path, RecordingLayout layout,
     s_->counter = Handle(H5Dcreate2(f, sc::samples_committed.path, sc::file_type(sc::samples_committed.type),
                                     scalar.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                          H5Dclose);
-    if (!s_->counter.ok()) throw Error("recording: cannot create /" + std::string(sc::samples_committed.path));
+    if (!s_->counter.ok())
+      throw Error("recording: cannot create /" + std::string(sc::samples_committed.path) + hdf5::failed_call_cause());
     const uint64_t zero = 0;
     write_scalar(s_->counter.get(), H5T_NATIVE_UINT64, &zero, "samples_committed");
     Handle st = detail::status_type();
     s_->status = Handle(H5Dcreate2(f, sc::status.path, st.get(), scalar.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
                         H5Dclose);
-    if (!s_->status.ok()) throw Error("recording: cannot create /" + std::string(sc::status.path));
+    if (!s_->status.ok())
+      throw Error("recording: cannot create /" + std::string(sc::status.path) + hdf5::failed_call_cause());
     write_status(s_->status.get(), "running");
     make_group(f, sc::populations);
     for (const auto& p : L.spikes) {
@@ -873,7 +874,7 @@ void RecordingFile::finish(const std::string& status, const std::vector<std::pai
   const std::string partial = partial_path();
   {
     Handle f(H5Fopen(partial.c_str(), H5F_ACC_RDWR, H5P_DEFAULT), H5Fclose);
-    if (!f.ok()) throw Error("recording: cannot reopen '" + partial + "' to finish it");
+    if (!f.ok()) throw Error("recording: cannot reopen '" + partial + "' to finish it" + hdf5::failed_call_cause());
     Handle meta(H5Gopen2(f.get(), sc::meta.path, H5P_DEFAULT), H5Gclose);
     for (const auto& [k, v] : final_meta) hdf5::write_string_attribute(meta.get(), k.c_str(), v);
   }

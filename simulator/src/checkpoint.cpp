@@ -44,7 +44,7 @@ void write_tensor(hid_t group, const std::string& name, const torch::Tensor& ten
                H5Sclose);
   Handle ds(H5Dcreate2(group, name.c_str(), H5T_IEEE_F32LE, space.get(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
             H5Dclose);
-  if (!ds.ok()) throw Error("checkpoint '" + path + "': cannot create dataset " + name);
+  if (!ds.ok()) throw Error("checkpoint '" + path + "': cannot create dataset " + name + hdf5::failed_call_cause());
   check(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.data_ptr<float>()),
         "checkpoint '" + path + "': cannot write " + name);
 }

@@ -10,10 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "snn/core/detail/hdf5.h"
 #include "snn/core/error.h"
 #include "snn/recording/recording_file.h"
 #include "snn/recording/schema.h"
 #include "support/source_path.h"
+#include "support/test_util.h"
 
 namespace snn::recording {
 namespace {
@@ -304,6 +306,23 @@ TEST(RecordingFile, ARefusedResumeLeavesTheFileExactlyAsItWas) {
   want["meta"] = {{"config", "c"}, {"recovered_from_status", "running"}};
   expect_h5py_reads(path, want);
   std::remove(path.c_str());
+}
+
+// hdf5::check names the system's cause of the call that failed, read
+// from HDF5's error stack: a full device's ENOSPC where a write failed
+// (/dev/full), nothing where no system call did, whatever errno an
+// earlier, unrelated failure left behind.
+TEST(Hdf5Check, NamesTheFailedCallsOwnCauseNotAStaleErrno) {
+  hdf5::QuietHdf5 quiet;
+  errno = ENOSPC;
+  EXPECT_EQ(test::message_of([] { hdf5::check(H5Pclose(-1), "closing nothing"); }), "closing nothing");
+  errno = 0;
+  const std::string full = test::message_of([] {
+    hdf5::Handle f(H5Fcreate("/dev/full", H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    if (!f.ok()) throw Error("cannot create /dev/full" + hdf5::failed_call_cause());
+    hdf5::check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), "cannot flush /dev/full");
+  });
+  EXPECT_NE(full.find(": No space left on device"), std::string::npos) << full;
 }
 
 }  // namespace

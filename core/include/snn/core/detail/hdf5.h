@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <cstdint>
 #include <string>
@@ -75,8 +76,33 @@ inline std::string io_cause(int err) {
   }
 }
 
+// The system's error number behind the HDF5 call that just failed, as
+// HDF5's file driver recorded it in the call's error stack ("..., errno =
+// 28, error message = 'No space left on device'"); 0 where no system call
+// failed. Read from the stack rather than from errno, which nothing
+// clears: a stale errno of an earlier, unrelated failure would name a
+// cause this call did not have. Call it before any other HDF5 call (each
+// clears the stack).
+inline int failed_call_errno() {
+  int found = 0;
+  H5Ewalk2(
+      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
+        const char* at = e->desc ? std::strstr(e->desc, "errno = ") : nullptr;
+        if (!at) return 0;
+        *static_cast<int*>(data) = std::atoi(at + 8);
+        return 1;  // found: the walk stops
+      },
+      &found);
+  return found;
+}
+
+// io_cause() of failed_call_errno(): for a failed HDF5 call that returned
+// an invalid identifier rather than a status.
+inline std::string failed_call_cause() { return io_cause(failed_call_errno()); }
+
 inline void check(herr_t status, const std::string& what) {
-  if (status < 0) throw Error(what + io_cause(errno));
+  if (status < 0) throw Error(what + failed_call_cause());
 }
 
 // Attributes are written anew: an existing one of the same name is replaced.
@@ -90,7 +116,7 @@ inline void write_string_attribute(hid_t loc, const char* name, const std::strin
   check(H5Tset_size(type.get(), value.size() + 1), "HDF5: cannot size a string attribute");
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle attr(H5Acreate2(loc, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name);
+  if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name + failed_call_cause());
   check(H5Awrite(attr.get(), type.get(), value.c_str()), std::string("HDF5: cannot write attribute ") + name);
 }
 
@@ -98,7 +124,7 @@ inline void write_int_attribute(hid_t loc, const char* name, int64_t value) {
   remove_attribute(loc, name);
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle attr(H5Acreate2(loc, name, H5T_STD_I64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name);
+  if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name + failed_call_cause());
   check(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value), std::string("HDF5: cannot write attribute ") + name);
 }
 
@@ -106,7 +132,7 @@ inline void write_double_attribute(hid_t loc, const char* name, double value) {
   remove_attribute(loc, name);
   Handle space(H5Screate(H5S_SCALAR), H5Sclose);
   Handle attr(H5Acreate2(loc, name, H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name);
+  if (!attr.ok()) throw Error(std::string("HDF5: cannot create attribute ") + name + failed_call_cause());
   check(H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value), std::string("HDF5: cannot write attribute ") + name);
 }
 
