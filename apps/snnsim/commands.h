@@ -86,7 +86,17 @@ bool stop_requested();
 /// ignored at start stay ignored.
 void end_on_stop_signals();
 /// What that line adds, e.g. where a killed training can continue from.
-/// Call it before the work, not while a signal may arrive.
+/// A signal during the call prints the old note or the new one.
 void set_interrupt_note(const std::string& note);
+/// While it lives, such a signal waits: its line and the end come when it
+/// goes (after the work it covers, e.g. a checkpoint put in place and the
+/// note that names it). For short work only: the user is waiting.
+class HoldStopSignals {
+ public:
+  HoldStopSignals();
+  ~HoldStopSignals();
+  HoldStopSignals(const HoldStopSignals&) = delete;
+  HoldStopSignals& operator=(const HoldStopSignals&) = delete;
+};
 
 }  // namespace snn::app

@@ -358,8 +358,15 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
                                  s.last_row_layers, s.row_layers);
       }
     }
+    // A signal while the checkpoint goes into place waits until the line
+    // names it (else it could say "holds epoch e" of a file that holds e + 1).
+    HoldStopSignals hold;
     save_checkpoint(out_path, net, e + 1, &trainer, {kGitCommit, test.accuracy});
-    if (e + 1 < f.epochs) continue_from(out_path, e + 1);
+    if (e + 1 < f.epochs) {
+      continue_from(out_path, e + 1);
+    } else if (speaks) {
+      set_interrupt_note(fmt::format(" after training; '{}' holds all {} epochs", out_path, f.epochs));
+    }
   }
   if (speaks) set_interrupt_note(fmt::format(" after training; '{}' holds all {} epochs", out_path, f.epochs));
   if (world) world->finish();
@@ -467,7 +474,20 @@ extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
 // exit), and read through atomic pointers.
 std::atomic<const char*> g_interrupt_lines[2] = {nullptr, nullptr};  // SIGINT, SIGTERM
 
+// While a HoldStopSignals lives (a checkpoint being put in place, then the
+// line that names it): the signal that came is kept in g_held_signal and
+// acted on when the hold ends, so that the line names the file as it then
+// is. Exactly one of the handler and the hold's end takes a held signal
+// (both exchange it out; sequentially consistent atomics).
+std::atomic<bool> g_hold{false};
+std::atomic<int> g_held_signal{0};
+
 extern "C" void on_unhandled_stop(int sig) {
+  if (g_hold.load()) {
+    g_held_signal.store(sig);
+    if (g_hold.load()) return;                  // the hold's end acts on it
+    if (g_held_signal.exchange(0) == 0) return;  // it ended meanwhile and took it
+  }
   const char* line = g_interrupt_lines[sig == SIGINT ? 0 : 1].load();
   if (line != nullptr) {
     size_t n = 0;
@@ -765,7 +785,16 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
                      {"communication_seconds", traffic.seconds},
                      {"snnsim_version", kVersion},
                      {"config", nlohmann::json::parse(c.to_json())}};
-    write_file_atomically(f.summary, j.dump(2) + "\n");
+    try {
+      write_file_atomically(f.summary, j.dump(2) + "\n");
+    } catch (const Error& e) {
+      // The recording is complete by now, and --resume refuses a complete
+      // one: say how the summary can still be had.
+      if (output.empty()) throw;
+      throw Error(fmt::format("{} (the recording '{}' is complete: the same command without --output writes the "
+                              "summary again)",
+                              e.what(), output));
+    }
   }
 }
 
@@ -868,7 +897,16 @@ void end_on_stop_signals() {
   set_interrupt_note("");
   // An ignored signal stays ignored: this handler ends the program, which
   // the signal did not do before.
-  handle_stop_signals(on_unhandled_stop, SA_RESETHAND | SA_NODEFER, true);
+  // (SA_RESTART: a held signal's handler returns, and the call it
+  // interrupted goes on.)
+  handle_stop_signals(on_unhandled_stop, SA_RESETHAND | SA_NODEFER | SA_RESTART, true);
+}
+
+HoldStopSignals::HoldStopSignals() { g_hold.store(true); }
+
+HoldStopSignals::~HoldStopSignals() {
+  g_hold.store(false);
+  if (const int sig = g_held_signal.exchange(0); sig != 0) on_unhandled_stop(sig);  // the line, then the end
 }
 
 void set_interrupt_note(const std::string& note) {
