@@ -90,7 +90,9 @@ void end_on_stop_signals();
 void set_interrupt_note(const std::string& note);
 /// While it lives, such a signal waits: its line and the end come when it
 /// goes (after the work it covers, e.g. a checkpoint put in place and the
-/// note that names it). For short work only: the user is waiting.
+/// note that names it); where an exception ends that work, its error ends
+/// the program instead. For short work only: the user is waiting. Does not
+/// nest.
 class HoldStopSignals {
  public:
   HoldStopSignals();

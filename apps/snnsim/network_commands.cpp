@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <exception>
 #include <cctype>
 #include <cmath>
 #include <ctime>
@@ -364,7 +365,7 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
     save_checkpoint(out_path, net, e + 1, &trainer, {kGitCommit, test.accuracy});
     if (e + 1 < f.epochs) {
       continue_from(out_path, e + 1);
-    } else if (speaks) {
+    } else {
       set_interrupt_note(fmt::format(" after training; '{}' holds all {} epochs", out_path, f.epochs));
     }
   }
@@ -789,11 +790,16 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
       write_file_atomically(f.summary, j.dump(2) + "\n");
     } catch (const Error& e) {
       // The recording is complete by now, and --resume refuses a complete
-      // one: say how the summary can still be had.
+      // one: say how the summary can still be had (a run of the same
+      // network and data without the recording).
       if (output.empty()) throw;
-      throw Error(fmt::format("{} (the recording '{}' is complete: the same command without --output writes the "
-                              "summary again)",
-                              e.what(), output));
+      const std::string again =
+          f.resume.empty() ? "the same command without --output and its recording flags (--record, --record-v, ...)"
+                           : fmt::format("snnsim run --checkpoint {} with the flags it was made with, without "
+                                         "--output,",
+                                         o.checkpoint);
+      throw Error(fmt::format("{} (the recording '{}' is complete; {} writes the summary again)", e.what(), output,
+                              again));
     }
   }
 }
@@ -906,7 +912,10 @@ HoldStopSignals::HoldStopSignals() { g_hold.store(true); }
 
 HoldStopSignals::~HoldStopSignals() {
   g_hold.store(false);
-  if (const int sig = g_held_signal.exchange(0); sig != 0) on_unhandled_stop(sig);  // the line, then the end
+  const int sig = g_held_signal.exchange(0);
+  // Left by an error (the save failed): its line, not the signal's, ends
+  // the program (a non-zero exit either way).
+  if (sig != 0 && std::uncaught_exceptions() == 0) on_unhandled_stop(sig);  // the line, then the end
 }
 
 void set_interrupt_note(const std::string& note) {

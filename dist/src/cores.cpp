@@ -92,8 +92,8 @@ CoreBinding bind_to_cores(World& world, int64_t threads) {
     }
     // Its cores are its own: polling for a collective's end costs nobody
     // (world.h). A 2-rank training epoch spent 0.8 s in its exchanges
-    // against 1.2 s sleeping at once (docs/DISTRIBUTED.md). Up to a step's
-    // length of waiting.
+    // against 1.2 s sleeping at once (docs/BENCHMARKS.md). Up to about two
+    // of that training's steps of waiting.
     world.spin_before_waiting(kBoundSpin);
   }
   return b;

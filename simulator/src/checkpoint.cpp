@@ -121,10 +121,9 @@ void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t
   check_output_file(path);
   QuietHdf5 quiet;
   const std::string tmp = path + ".partial";
-  errno = 0;
   const hid_t file = H5Fcreate(tmp.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (file < 0) {
-    const int err = errno;
+    const int err = hdf5::failed_call_errno();  // any: a create's EACCES or ENOENT says what to fix
     ::unlink(tmp.c_str());  // HDF5 may have made it before failing to write its superblock
     throw Error("cannot write checkpoint '" + path + "': " +
                 (err ? std::strerror(err) : "HDF5 cannot create '" + tmp + "' (is the folder writable?)"));
@@ -133,18 +132,15 @@ void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t
   // was and no HDF5 file open: one left open with unwritable dirty metadata
   // is flushed again by HDF5's exit-time cleanup, which then crashes.
   auto abandon = [&](std::string why) {
-    const int err = errno;
     const std::string prefix = "checkpoint '" + path + "': ";
     if (why.rfind(prefix, 0) == 0) why = why.substr(prefix.size());
     H5Fclose(file);
     ::unlink(tmp.c_str());
-    // (hdf5::check names an I/O cause itself.)
-    const std::string cause = err ? std::string(": ") + std::strerror(err) : "";
-    const bool named = why.size() >= cause.size() && why.compare(why.size() - cause.size(), cause.size(), cause) == 0;
-    throw Error("cannot write checkpoint '" + path + "': " + why + (named ? "" : cause));
+    // (hdf5::check and the failed creates name the failed call's own I/O
+    // cause: errno here could be any earlier call's.)
+    throw Error("cannot write checkpoint '" + path + "': " + why);
   };
   try {
-    errno = 0;
     write_string_attribute(file, "config", net.config().to_json());
     write_string_attribute(file, "snnsim_version", kVersion);
     write_int_attribute(file, "epoch", epoch);
@@ -186,7 +182,7 @@ void save_checkpoint(const std::string& path, const SpikingNetwork& net, int64_t
     abandon(e.what());
   }
   if (H5Fclose(file) < 0) {
-    const int err = errno;
+    const int err = hdf5::failed_call_errno();
     ::unlink(tmp.c_str());
     throw Error("cannot write checkpoint '" + path + "': closing it failed" +
                 (err ? std::string(": ") + std::strerror(err) : ""));

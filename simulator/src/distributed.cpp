@@ -228,13 +228,15 @@ class RowsOverRanks : public GradRowsExchange {
     const int64_t gsize = gy.element_size();
     if (mode_ == Mode::kUndecided) {
       // Bytes a rank receives per step, summed over the ranks and divided
-      // by W - 1: every rank's rows once (as bits: spikes), its gradient
-      // columns once, in each of the step's calls (this one's rows times
-      // batch steps over its steps); against every weight's and bias's
-      // double sum once. In whole numbers (the same decision on every
-      // rank, from what they share): both sides times 8 W and this call's
-      // steps.
-      const int64_t rows_cost = total * (in_ * W + 8 * out_ * gsize) * std::max<int64_t>(steps, batch_->steps);
+      // by W - 1: every rank's rows once (bits, as spikes, unless the last
+      // exchange of this layer carried values), its gradient columns once,
+      // in each of the step's calls (this one's rows times batch steps over
+      // its steps); against every weight's and bias's double sum once. In
+      // whole numbers (the same decision on every rank, from what they
+      // share): both sides times 8 W and this call's steps.
+      const int64_t x_bits = values_ ? 1 + 8 * x.element_size() : 1;
+      const int64_t rows_cost =
+          total * (in_ * x_bits * W + 8 * out_ * gsize) * std::max<int64_t>(steps, batch_->steps);
       const int64_t sums_cost = 64 * (in_ + 1) * out_ * W * steps;
       mode_ = rows_cost <= sums_cost ? Mode::kRows : Mode::kSums;
       if (mode_ == Mode::kSums) return {};
@@ -313,17 +315,28 @@ class RowsOverRanks : public GradRowsExchange {
       src += recv[static_cast<size_t>(r)];
     }
     const bool all_binary = std::all_of(spikes.begin(), spikes.end(), [](char b) { return b != 0; });
-    // The values of the rows that are not spikes, to the ranks with columns.
+    values_ = !all_binary;  // alike on every rank: the next step's choice counts them
+    // The values of the rows that are not spikes, to the ranks with columns
+    // (a collective wherever any such rank sends to any other rank with
+    // columns: every rank knows both, so all call it or none).
+    bool any_values = false;
+    for (int64_t r = 0; r < W; ++r) {
+      for (int64_t q = 0; q < W; ++q) {
+        const auto [e0, e1] = columns_[static_cast<size_t>(q)];
+        any_values = any_values || (q != r && !spikes[static_cast<size_t>(r)] && e1 > e0);
+      }
+    }
     torch::Tensor values;
     std::vector<int64_t> value_offset(static_cast<size_t>(W), 0);
-    if (!all_binary) {
+    if (any_values) {
       const int64_t esize = x.element_size();
       std::vector<int64_t> vsend(static_cast<size_t>(W), 0), vrecv(static_cast<size_t>(W), 0);
       for (int64_t r = 0, off = 0; r < W; ++r) {
         if (r == me) continue;
         const auto [d0, d1] = columns_[static_cast<size_t>(r)];
         if (!binary && d1 > d0) vsend[static_cast<size_t>(r)] = rows * in_ * esize;
-        if (!spikes[static_cast<size_t>(r)] && n > 0) vrecv[static_cast<size_t>(r)] = rows_of[static_cast<size_t>(r)] * in_ * esize;
+        if (!spikes[static_cast<size_t>(r)] && n > 0)
+          vrecv[static_cast<size_t>(r)] = rows_of[static_cast<size_t>(r)] * in_ * esize;
         value_offset[static_cast<size_t>(r)] = off;
         off += vrecv[static_cast<size_t>(r)];
       }
@@ -378,7 +391,8 @@ class RowsOverRanks : public GradRowsExchange {
   std::shared_ptr<const ShardedAdam::Batch> batch_;
   int64_t layer_;
   Mode mode_ = Mode::kUndecided;
-  int64_t calls_ = 0;  // this step's
+  int64_t calls_ = 0;    // this step's
+  bool values_ = false;  // whether this layer's last exchange carried values (rows not spikes)
   static constexpr int64_t kHeader = 9;
 };
 

@@ -228,8 +228,8 @@ if small_fs "$tmp/full" 1024; then
   [[ $(sha "$tmp/full/summary.json") == "$summary_sha" ]] && ok || fail "a failed summary damaged the existing one"
   # A recording elsewhere completes first: the message says how to get the summary.
   expect_failure "run --output, then --summary on a full disk" \
-    "cannot write '$tmp/full/summary.json': No space left on device (the recording '$tmp/r2.h5' is complete: the same command without --output writes the summary again)" \
-    "${run[@]}" --output "$tmp/r2.h5" --summary "$tmp/full/summary.json"
+    "cannot write '$tmp/full/summary.json': No space left on device (the recording '$tmp/r2.h5' is complete; the same command without --output and its recording flags (--record, --record-v, ...) writes the summary again)" \
+    "${run[@]}" --output "$tmp/r2.h5" --record output --summary "$tmp/full/summary.json"
   [[ -f "$tmp/r2.h5" ]] && ok || fail "the recording before a failed summary is not complete"
   leftovers=$(find "$tmp/full" -name '*.tmp-*' -o -name '*.partial' | grep -v 'r.h5.partial')
   [[ -z "$leftovers" ]] && ok || fail "temporary files left on the full disk: $leftovers"

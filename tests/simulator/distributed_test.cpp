@@ -184,7 +184,18 @@ TEST(ShardedAdam, ExchangedRowsGiveOneProcesssStepBitForBit) {
             const SampleRange share = batch_share(kBatch, w.rank(), w.size());
             for (int step = 0; step < 2; ++step) {
               sharded.begin_batch(kBatch, kSteps, rows);
+              const int64_t before = w.traffic().calls;
               backward(net, share.begin, share.end, step, calls);
+              // One all-to-all per layer and backward call where the rows
+              // are spikes; a second for layer 1's values where they are
+              // reals (rank 0 sends them to rank 1 or 2, which has columns).
+              const int64_t made = w.traffic().calls - before;
+              const int64_t want_calls = kind == "spikes" ? 2 * calls : 3 * calls;
+              if (rows && kind != "mixed" && made != want_calls) {
+                grad_differences[static_cast<size_t>(w.rank())] += " step " + std::to_string(step) + ": " +
+                                                                   std::to_string(made) + " collectives, not " +
+                                                                   std::to_string(want_calls);
+              }
               sharded.step();
               if (sharded.last_row_layers() != (rows ? 2 : 0)) {
                 grad_differences[static_cast<size_t>(w.rank())] +=

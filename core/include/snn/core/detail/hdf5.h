@@ -81,12 +81,15 @@ inline std::string io_cause(int err) {
 // 28, error message = 'No space left on device'"); 0 where no system call
 // failed. Read from the stack rather than from errno, which nothing
 // clears: a stale errno of an earlier, unrelated failure would name a
-// cause this call did not have. Call it before any other HDF5 call (each
-// clears the stack).
+// cause this call did not have. Walked upward, from the first error
+// pushed: HDF5 goes on after a failure and pushes its clean-up's errors
+// after it (a failed H5Fcreate on /dev/full: "problems closing file"
+// before "unable to flush superblock", walking downward). Call it before
+// any other HDF5 call (each clears the stack).
 inline int failed_call_errno() {
   int found = 0;
   H5Ewalk2(
-      H5E_DEFAULT, H5E_WALK_DOWNWARD,
+      H5E_DEFAULT, H5E_WALK_UPWARD,
       [](unsigned, const H5E_error2_t* e, void* data) -> herr_t {
         const char* at = e->desc ? std::strstr(e->desc, "errno = ") : nullptr;
         if (!at) return 0;
