@@ -10,10 +10,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <exception>
 #include <cctype>
 #include <cmath>
 #include <ctime>
+#include <exception>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -795,7 +795,7 @@ void run_run(const RunFlags& f, const std::vector<std::string>& given) {
       if (output.empty()) throw;
       const std::string again =
           f.resume.empty() ? "the same command without --output and its recording flags (--record, --record-v, ...)"
-                           : fmt::format("snnsim run --checkpoint {} with the flags it was made with, without "
+                           : fmt::format("snnsim run --checkpoint {} with the recording's other flags, without "
                                          "--output,",
                                          o.checkpoint);
       throw Error(fmt::format("{} (the recording '{}' is complete; {} writes the summary again)", e.what(), output,
