@@ -181,8 +181,8 @@ void unpack_bits(const uint8_t* bits, int64_t rows, int64_t in, uint8_t* x) {
 // share (the batch's samples and their shares, the call's steps, the
 // layer's shape and dtypes), and each part opens with a header that the
 // receiver checks. A second all-to-all carries the values of the ranks
-// whose rows are not spikes, where there are any (every rank reads every
-// header, so all know). Each collective costs a few hundred microseconds
+// whose rows are not spikes to the ranks with columns, where any such
+// pair exists (every rank reads every header, so all know alike). Each collective costs a few hundred microseconds
 // of hand-offs on this project's 2-core machine whatever its size: the
 // earlier version gathered every rank's row count and spike flag first,
 // one more per layer and step.
