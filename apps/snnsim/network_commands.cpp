@@ -369,7 +369,6 @@ void run_train(const TrainFlags& f, const std::vector<std::string>& given) {
       set_interrupt_note(fmt::format(" after training; '{}' holds all {} epochs", out_path, f.epochs));
     }
   }
-  if (speaks) set_interrupt_note(fmt::format(" after training; '{}' holds all {} epochs", out_path, f.epochs));
   if (world) world->finish();
   if (speaks) std::cout << "checkpoint: " << out_path << "\n";
 }
