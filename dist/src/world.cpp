@@ -177,7 +177,7 @@ struct World::State {
   // against 8 us unbound), and a collective is several such hand-offs
   // between the caller, Gloo's worker and its transport threads. The
   // yield lets those threads run on this core whenever they have work.
-  void finish(const c10::intrusive_ptr<c10d::Work>& work) const {
+  void wait_collective(const c10::intrusive_ptr<c10d::Work>& work) const {
     if (spin.count() > 0) {
       const auto until = Clock::now() + spin;
       while (!work->isCompleted() && Clock::now() < until) ::sched_yield();
@@ -543,7 +543,7 @@ torch::Tensor World::all_gather_rows(const torch::Tensor& rows) {
   std::vector<std::vector<torch::Tensor>> metas(1);
   for (int64_t r = 0; r < W; ++r) metas[0].push_back(torch::empty({kMeta}, torch::kLong));
   std::vector<torch::Tensor> meta_in{meta};
-  s.guarded("a gather", [&] { s.finish(s.group->allgather(metas, meta_in)); }, kMeta * 8);
+  s.guarded("a gather", [&] { s.wait_collective(s.group->allgather(metas, meta_in)); }, kMeta * 8);
   for (int64_t r = 0; r < W; ++r) {
     const torch::Tensor& m = metas[0][r];
     if (!m.narrow(0, 1, kMeta - 1).equal(metas[0][0].narrow(0, 1, kMeta - 1))) {
@@ -575,7 +575,7 @@ torch::Tensor World::sum_in_rank_order(const torch::Tensor& t) {
   std::vector<std::vector<torch::Tensor>> metas(1);
   for (int64_t r = 0; r < s.o.world_size; ++r) metas[0].push_back(torch::empty({2}, torch::kLong));
   std::vector<torch::Tensor> meta_in{meta};
-  s.guarded("a sum", [&] { s.finish(s.group->allgather(metas, meta_in)); }, 16);
+  s.guarded("a sum", [&] { s.wait_collective(s.group->allgather(metas, meta_in)); }, 16);
   for (int64_t r = 1; r < s.o.world_size; ++r) {
     if (!metas[0][r].equal(metas[0][0])) {
       throw InternalError(fmt::format("sum_in_rank_order: rank {} sent another dtype or size than rank 0", r));
@@ -587,7 +587,7 @@ torch::Tensor World::sum_in_rank_order(const torch::Tensor& t) {
   std::vector<std::vector<torch::Tensor>> outs(1);
   for (int64_t r = 0; r < s.o.world_size; ++r) outs[0].push_back(torch::empty_like(flat));
   std::vector<torch::Tensor> in{flat};
-  s.guarded("a sum", [&] { s.finish(s.group->allgather(outs, in)); }, static_cast<int64_t>(flat.nbytes()));
+  s.guarded("a sum", [&] { s.wait_collective(s.group->allgather(outs, in)); }, static_cast<int64_t>(flat.nbytes()));
   torch::Tensor sum = outs[0][0];
   for (int64_t r = 1; r < s.o.world_size; ++r) sum.add_(outs[0][r]);  // sum + t_r, rounded as a + b
   return sum.reshape(mine.sizes());
@@ -620,7 +620,7 @@ torch::Tensor World::exchange(const torch::Tensor& t, const std::vector<int64_t>
   std::vector<int64_t> out_split(recv), in_split(send);
   const int64_t to_self = send[static_cast<size_t>(s.o.rank)];
   s.guarded(
-      "an exchange", [&] { s.finish(s.group->alltoall_base(out, in, out_split, in_split)); },
+      "an exchange", [&] { s.wait_collective(s.group->alltoall_base(out, in, out_split, in_split)); },
       (sent - to_self) * static_cast<int64_t>(in.element_size()));
   return out;
 }
@@ -645,7 +645,8 @@ torch::Tensor World::all_gather_parts(const torch::Tensor& part, const std::vect
   std::vector<std::vector<torch::Tensor>> outs(1);
   for (int64_t r = 0; r < W; ++r) outs[0].push_back(slots[r]);
   std::vector<torch::Tensor> ins{in};
-  s.guarded("a gather", [&] { s.finish(s.group->allgather(outs, ins)); }, static_cast<int64_t>(in.nbytes()));
+  s.guarded(
+      "a gather", [&] { s.wait_collective(s.group->allgather(outs, ins)); }, static_cast<int64_t>(in.nbytes()));
   if (total == W * most) return slots.reshape({-1});
   std::vector<torch::Tensor> parts;
   for (int64_t r = 0; r < W; ++r) parts.push_back(slots[r].narrow(0, 0, split[static_cast<size_t>(r)]));
@@ -655,7 +656,7 @@ torch::Tensor World::all_gather_parts(const torch::Tensor& part, const std::vect
 void World::spin_before_waiting(std::chrono::microseconds most) { s_->spin = most; }
 
 void World::barrier() {
-  s_->guarded("a barrier", [&] { s_->finish(s_->group->barrier()); });
+  s_->guarded("a barrier", [&] { s_->wait_collective(s_->group->barrier()); });
 }
 
 struct Cancel::Impl {
